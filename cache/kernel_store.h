@@ -1,0 +1,54 @@
+// Key -> verified cubin: the cache in front of the generator and NVRTC.  Shared by the
+// runtime (plans) and spark-prewarm.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include "cache/cache.h"
+#include "generator/kernel_key.h"
+
+namespace spark {
+
+enum class BuildSource {
+  kCacheHit,         // verified entry found on disk
+  kCompiled,         // compiled here and published
+  kCompiledInMemory  // compiled here; the cache could not be written
+};
+
+std::string_view to_string(BuildSource s);
+
+struct BuiltKernel {
+  KernelKey key;
+  RenderedSource rendered;
+  Manifest manifest;
+  std::string cubin;
+  std::filesystem::path dir;  // empty when compiled in memory
+  BuildSource source = BuildSource::kCacheHit;
+  double ms = 0;  // time spent in get(): lookup, lock wait and compile
+};
+
+struct StoreMetrics {
+  std::atomic<uint64_t> hits{0}, misses{0}, compiles{0}, corrupt{0};
+  std::atomic<uint64_t> compile_us{0};
+};
+
+class KernelStore {
+ public:
+  explicit KernelStore(std::filesystem::path root);
+  const KernelCache& cache() const { return cache_; }
+
+  // The kernel for key: from the cache, or compiled (once across processes) and
+  // published.  Throws UNSUPPORTED, COMPILE, CACHE, or JIT_DISABLED under SPARK_JIT=0.
+  BuiltKernel get(const KernelKey& key);
+  const StoreMetrics& metrics() const { return metrics_; }
+
+ private:
+  KernelCache cache_;
+  StoreMetrics metrics_;
+  std::once_flag readonly_warning_;
+};
+
+}  // namespace spark

@@ -1,0 +1,22 @@
+#include "core/log.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "core/env.h"
+
+namespace spark {
+
+spdlog::logger& log() {
+  static const std::shared_ptr<spdlog::logger> logger = [] {
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    auto l = std::make_shared<spdlog::logger>("spark", sink);
+    l->set_pattern("[spark] [%l] %v");
+    const std::string level = env_string("SPARK_LOG_LEVEL").value_or("warn");
+    l->set_level(spdlog::level::from_str(level));
+    return l;
+  }();
+  return *logger;
+}
+
+}  // namespace spark

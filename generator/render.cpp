@@ -1,0 +1,74 @@
+#include "generator/render.h"
+
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "generator/embedded_templates.h"
+
+namespace spark {
+
+void check_key_supported(const KernelKey& key) {
+  SPARK_CHECK(key.op == "mla_qproj", SPARK_ERROR_UNSUPPORTED, "op '{}' is not supported", key.op);
+  SPARK_CHECK(key.heads >= 1 && key.heads <= 128, SPARK_ERROR_UNSUPPORTED,
+              "argument 'heads': {} is outside 1..128", key.heads);
+  SPARK_CHECK(key.k == 128 || key.k == 192, SPARK_ERROR_UNSUPPORTED,
+              "argument 'nope_dim': {} is not supported (128 or 192)", key.k);
+  SPARK_CHECK(key.n == 512, SPARK_ERROR_UNSUPPORTED, "argument 'latent_dim': {} is not supported (512)",
+              key.n);
+  SPARK_CHECK(key.r == 64, SPARK_ERROR_UNSUPPORTED, "argument 'rope_dim': {} is not supported (64)", key.r);
+  SPARK_CHECK(key.weights == WeightFormat::kBf16, SPARK_ERROR_UNSUPPORTED,
+              "argument 'weight_format': {} weights are not implemented yet", to_string(key.weights));
+  const ArchInfo& arch = arch_info(key.arch);
+  const TileConfig tile = tile_config(key);
+  SPARK_CHECK(tile.smem_bytes(key.k, key.out) <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
+              "kernel key '{}': tile needs {} bytes of shared memory, {} allows {}", key.name(),
+              tile.smem_bytes(key.k, key.out), key.arch, arch.max_smem_per_block);
+}
+
+RenderedSource render(const KernelKey& key) {
+  check_key_supported(key);
+  RenderedSource r;
+  r.key = key;
+  r.tile = tile_config(key);
+  r.threads = r.tile.threads();
+  r.smem_bytes = r.tile.smem_bytes(key.k, key.out);
+  const TileConfig& t = r.tile;
+  r.source = fmt::format(
+      "// spark kernel {key}\n"
+      "// generator v{gen}; tile {tile}; dynamic shared memory {smem} bytes\n"
+      "#include \"mla_qproj.cuh\"\n"
+      "\n"
+      "using Config = spark::MlaQprojConfig</*K=*/{k}, /*N=*/{n}, /*R=*/{r}, /*BM=*/{bm}, /*BN=*/{bn},\n"
+      "                                     /*WM=*/{wm}, /*WN=*/{wn}, /*KSPLIT=*/{ks}, /*OUT=*/{out}>;\n"
+      "static_assert(Config::kThreads == {threads}, \"host and template disagree on threads\");\n"
+      "static_assert(Config::kSmemBytes == {smem}, \"host and template disagree on shared memory\");\n"
+      "\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const spark::MlaQprojParams params) {{\n"
+      "  spark::mla_qproj<Config>(params);\n"
+      "}}\n",
+      fmt::arg("key", key.name()), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", t.describe()),
+      fmt::arg("smem", r.smem_bytes), fmt::arg("k", key.k), fmt::arg("n", key.n), fmt::arg("r", key.r),
+      fmt::arg("bm", t.bm), fmt::arg("bn", t.bn), fmt::arg("wm", t.wm), fmt::arg("wn", t.wn),
+      fmt::arg("ks", t.ksplit), fmt::arg("out", key.out == OutDtype::kBf16 ? 0 : 1),
+      fmt::arg("threads", r.threads), fmt::arg("entry", kKernelEntryName));
+  return r;
+}
+
+const std::string& templates_digest() {
+  static const std::string digest = [] {
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    for (const EmbeddedTemplate& t : embedded_templates()) {
+      XXH3_128bits_update(st, t.name.data(), t.name.size());
+      const uint64_t size = t.bytes.size();
+      XXH3_128bits_update(st, &size, sizeof size);
+      XXH3_128bits_update(st, t.bytes.data(), t.bytes.size());
+    }
+    const XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+  }();
+  return digest;
+}
+
+}  // namespace spark

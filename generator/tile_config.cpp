@@ -1,0 +1,85 @@
+#include "generator/tile_config.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace spark {
+
+const std::vector<ArchInfo>& supported_archs() {
+  static const std::vector<ArchInfo> kArchs = {
+      {"sm_80", 80, 166912},   {"sm_86", 86, 101376},   {"sm_89", 89, 101376},
+      {"sm_90", 90, 232448},   {"sm_90a", 90, 232448},  {"sm_100a", 100, 232448},
+      {"sm_120a", 120, 101376}, {"sm_121a", 121, 101376},
+  };
+  return kArchs;
+}
+
+const ArchInfo& arch_info(std::string_view arch) {
+  for (const ArchInfo& a : supported_archs())
+    if (a.name == arch) return a;
+  std::string names;
+  for (const ArchInfo& a : supported_archs()) names += fmt::format("{}{}", names.empty() ? "" : ", ", a.name);
+  SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "arch '{}' is not supported (supported: {})", arch, names);
+}
+
+std::string arch_for_compute_capability(int cc) {
+  switch (cc) {
+    case 80: return "sm_80";
+    case 86: case 87: return "sm_86";
+    case 89: return "sm_89";
+    case 90: return "sm_90a";
+    case 100: return "sm_100a";
+    case 120: return "sm_120a";
+    case 121: return "sm_121a";
+    default: break;
+  }
+  SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "compute capability {}.{} has no spark target", cc / 10, cc % 10);
+}
+
+int TileConfig::smem_bytes(int k, OutDtype out) const {
+  // Mirrors MlaQprojConfig::kSmemBytes in templates/mla_qproj.cuh.
+  const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
+  const int main = bm * (k + 8) * 2 + k * (bn + 8) * 2;
+  const int red = (ksplit - 1) * (bm / wm) * (bn / wn) * (wm / 16) * (wn / 8) * 4 * 32 * 4;
+  const int staged = bm * (bn * out_bytes + 16);
+  return std::max(main, red + staged);
+}
+
+std::string TileConfig::describe() const {
+  return fmt::format("BM={} BN={} WM={} WN={} KSPLIT={} threads={}", bm, bn, wm, wn, ksplit, threads());
+}
+
+std::vector<RegimeEntry> regime_table(std::string_view arch) {
+  arch_info(arch);  // validates
+  // Decode (M <= 16): one 16-row MMA tile, narrow N tiles so even H = 8 spreads over
+  // 128 CTAs, K split over two warp groups to halve the serial MMA chain.
+  // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.
+  return {
+      {{1, 16}, TileConfig{16, 32, 16, 16, 2}},
+      {{17, 128}, TileConfig{32, 64, 16, 32, 1}},
+      {{129, 8192}, TileConfig{128, 64, 32, 32, 1}},
+  };
+}
+
+RegimeEntry regime_for_m(std::string_view arch, int m) {
+  for (const RegimeEntry& e : regime_table(arch))
+    if (e.regime.contains(m)) return e;
+  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "argument 'm': {} is outside 1..8192", m);
+}
+
+std::vector<RegimeEntry> regimes_up_to(std::string_view arch, int max_m) {
+  std::vector<RegimeEntry> out;
+  for (const RegimeEntry& e : regime_table(arch))
+    if (e.regime.m_min <= max_m) out.push_back(e);
+  return out;
+}
+
+TileConfig tile_config(const KernelKey& key) {
+  for (const RegimeEntry& e : regime_table(key.arch))
+    if (e.regime == key.regime) return e.tile;
+  SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "kernel key '{}': M regime {}-{} is not a regime of {}", key.name(),
+             key.regime.m_min, key.regime.m_max, key.arch);
+}
+
+}  // namespace spark

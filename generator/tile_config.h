@@ -1,0 +1,51 @@
+// Per-arch heuristics: the M-regime table and the tile shape of each regime.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "generator/kernel_key.h"
+
+namespace spark {
+
+// A compile target NVRTC can build for, with the limits the heuristics respect.
+struct ArchInfo {
+  std::string_view name;     // "sm_90a"
+  int compute_capability;    // 90
+  int max_smem_per_block;    // opt-in dynamic shared memory, bytes
+};
+
+const std::vector<ArchInfo>& supported_archs();
+// Throws UNSUPPORTED for an arch spark does not target.
+const ArchInfo& arch_info(std::string_view arch);
+// The arch spark compiles for on a device of this compute capability (e.g. 90 -> sm_90a).
+std::string arch_for_compute_capability(int cc);
+
+// The CTA tile of one regime (see templates/mla_qproj.cuh).
+struct TileConfig {
+  int bm = 16, bn = 32;  // CTA tile
+  int wm = 16, wn = 16;  // warp tile
+  int ksplit = 1;        // warp groups splitting K
+
+  int threads() const { return (bm / wm) * (bn / wn) * ksplit * 32; }
+  // Dynamic shared memory; the rendered source static_asserts the kernel agrees.
+  int smem_bytes(int k, OutDtype out) const;
+  std::string describe() const;
+};
+
+struct RegimeEntry {
+  MRegime regime;
+  TileConfig tile;
+};
+
+// The regimes for an arch, ordered by M, covering 1..8192 without gaps.
+std::vector<RegimeEntry> regime_table(std::string_view arch);
+// The regime serving m (1..8192).
+RegimeEntry regime_for_m(std::string_view arch, int m);
+// Every regime needed for M in 1..max_m.
+std::vector<RegimeEntry> regimes_up_to(std::string_view arch, int max_m);
+// The tile for a key; throws UNSUPPORTED when the key's regime is not one of the table's.
+TileConfig tile_config(const KernelKey& key);
+
+}  // namespace spark

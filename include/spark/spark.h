@@ -1,0 +1,236 @@
+/*
+ * spark.h -- the public C API of spark, a JIT kernel generator for the MLA query
+ * projection ("query absorption") of DeepSeek-V3 / Kimi-K2 / GLM-5 style attention.
+ *
+ *   out[m, h, 0:N]   = q_nope[h, m, :] @ W[h]        (FP32 accumulation)
+ *   out[m, h, N:N+R] = q_pe[m, h, :]
+ *
+ * in ONE kernel, specialised per shape, compiled by NVRTC into an on-disk cubin cache
+ * and launched through the CUDA Driver API, which is loaded with dlopen on first use.
+ *
+ * Plain C (C99), no CUDA header needed.  Every function returns a spark_status (or is
+ * a destroy/query that cannot fail); on failure a message naming the argument and the
+ * rule it broke is kept per thread and returned by spark_last_error().
+ *
+ * Thread rules
+ *   - spark_context: fully thread-safe; any thread may create plans on it.
+ *   - spark_mla_qproj_plan: spark_mla_qproj_run may be called from any number of
+ *     threads at once.  Destroying a plan must not race with a run of that plan.
+ *   - A plan must be destroyed before the context it was created on.
+ *
+ * Memory and streams
+ *   - All tensor pointers are device pointers in the context's device, in the CUDA
+ *     primary context of that device (the one the CUDA runtime and PyTorch use).
+ *   - A stream is a CUstream / cudaStream_t of that context; NULL is the legacy
+ *     default stream.
+ */
+#ifndef SPARK_SPARK_H_
+#define SPARK_SPARK_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SPARK_API
+#else
+#define SPARK_API __attribute__((visibility("default")))
+#endif
+
+#define SPARK_VERSION_MAJOR 0
+#define SPARK_VERSION_MINOR 1
+#define SPARK_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define SPARK_VERSION_NUMBER \
+  (SPARK_VERSION_MAJOR * 10000 + SPARK_VERSION_MINOR * 100 + SPARK_VERSION_PATCH)
+
+/* The version of the library actually loaded (compare with SPARK_VERSION_NUMBER). */
+SPARK_API unsigned spark_version_number(void);
+/* "MAJOR.MINOR.PATCH"; a static string. */
+SPARK_API const char* spark_version_string(void);
+
+/* Status codes.  The values are pinned: they never change between releases. */
+typedef enum spark_status {
+  SPARK_SUCCESS = 0,
+  /* An argument broke a rule; spark_last_error() names the argument and the rule. */
+  SPARK_ERROR_INVALID_ARGUMENT = 1,
+  /* A well-formed request spark does not implement (shape, format, architecture). */
+  SPARK_ERROR_UNSUPPORTED = 2,
+  /* No usable CUDA driver (libcuda.so.1 missing) or no such device. */
+  SPARK_ERROR_NO_DEVICE = 3,
+  /* A CUDA Driver API call failed; the message carries the CUresult name. */
+  SPARK_ERROR_CUDA = 4,
+  /* NVRTC rejected the generated source; the message carries the compile log. */
+  SPARK_ERROR_COMPILE = 5,
+  /* The on-disk cache could not be read or written. */
+  SPARK_ERROR_CACHE = 6,
+  /* The launch needs a kernel that is not loaded and the stream is capturing a
+   * CUDA graph: nothing was compiled, loaded or launched, the capture is intact.
+   * Only lazy plans (spark_mla_qproj_plan_options.lazy) can return it. */
+  SPARK_ERROR_NOT_LOADED_WHILE_CAPTURING = 7,
+  /* SPARK_JIT=0 and the kernel is not in the cache. */
+  SPARK_ERROR_JIT_DISABLED = 8,
+  /* A host or device allocation failed. */
+  SPARK_ERROR_OUT_OF_MEMORY = 9,
+  /* A bug in spark. */
+  SPARK_ERROR_INTERNAL = 10
+} spark_status;
+
+/* A short static description of a status ("invalid argument", ...); never NULL. */
+SPARK_API const char* spark_status_string(spark_status status);
+
+/* The message of the last failure on the calling thread; "" if none.  Valid until
+ * the next spark call on this thread. */
+SPARK_API const char* spark_last_error(void);
+
+/* Weight formats (values pinned). */
+typedef enum spark_weight_format {
+  /* w: bf16 [H, K, N]. */
+  SPARK_WEIGHTS_BF16 = 0,
+  /* w: e4m3fn [H, K, N] values; w_scale: e8m0 [H, K, N/32] exponent bytes.
+   * Dequantised as RN_bf16(bf16(value) * bf16(2^(byte - 127))). */
+  SPARK_WEIGHTS_MXFP8 = 1
+} spark_weight_format;
+
+/* Output element types (values pinned). */
+typedef enum spark_dtype {
+  /* bf16: the FP32 accumulator rounded to nearest-even. */
+  SPARK_DTYPE_BF16 = 0,
+  /* e4m3fn: the bf16 result x (1 / *q_scale), clamped to +-448, rounded to
+   * nearest-even with saturation; the RoPE part is scaled the same way. */
+  SPARK_DTYPE_E4M3 = 1
+} spark_dtype;
+
+/* CUstream and cudaStream_t are both pointers to this incomplete type. */
+typedef struct CUstream_st* spark_stream;
+
+typedef struct spark_context_s* spark_context;
+typedef struct spark_mla_qproj_plan_s* spark_mla_qproj_plan;
+
+/* ------------------------------------------------------------------------- */
+/* Context: the loaded kernels of one device.                                 */
+/* ------------------------------------------------------------------------- */
+
+typedef struct spark_context_options {
+  size_t struct_size; /* sizeof(spark_context_options) */
+  int32_t device;     /* CUDA device ordinal */
+} spark_context_options;
+
+/* Creates a context on a device.  opts may be NULL (device 0).  Loads the CUDA
+ * driver on first use and retains the device's primary context.
+ * Errors: INVALID_ARGUMENT (null out, bad struct_size, negative device),
+ * NO_DEVICE (no driver, no such device), CUDA. */
+SPARK_API spark_status spark_context_create(const spark_context_options* opts,
+                                            spark_context* out);
+
+/* Unloads every module of the context and releases the primary context.
+ * spark_context_destroy(NULL) is a no-op.  Must not race with any use of the context. */
+SPARK_API void spark_context_destroy(spark_context ctx);
+
+/* The compute capability of the context's device (e.g. 90 for sm_90). */
+SPARK_API spark_status spark_context_compute_capability(spark_context ctx, int32_t* out);
+
+/* ------------------------------------------------------------------------- */
+/* MLA query projection.                                                      */
+/* ------------------------------------------------------------------------- */
+
+/* What is computed.  Supported: heads 1..128, nope_dim (K) 128 or 192,
+ * latent_dim (N) 512, rope_dim (R) 64. */
+typedef struct spark_mla_qproj_desc {
+  size_t struct_size; /* sizeof(spark_mla_qproj_desc) */
+  int32_t heads;      /* H */
+  int32_t nope_dim;   /* K */
+  int32_t latent_dim; /* N */
+  int32_t rope_dim;   /* R */
+  spark_weight_format weight_format;
+  spark_dtype out_dtype;
+} spark_mla_qproj_desc;
+
+/* The tensors of one call.  Strides are in ELEMENTS of the tensor's own type and
+ * the innermost dimension is contiguous (stride 1) for every tensor.
+ *
+ *   q_nope  bf16  [H, M, K]    element (h, m, k) at q_nope[h*q_nope_stride_h + m*q_nope_stride_m + k]
+ *   w       bf16 or e4m3fn [H, K, N]   (h, k, n) at w[h*w_stride_h + k*w_stride_k + n]
+ *   w_scale e8m0  [H, K, N/32] (h, k, j) at w_scale[h*w_scale_stride_h + k*w_scale_stride_k + j]
+ *   q_pe    bf16  [M, H, R]    (m, h, r) at q_pe[m*q_pe_stride_m + h*q_pe_stride_h + r]
+ *   out     bf16 or e4m3fn [M, H, N+R] (m, h, c) at out[m*out_stride_m + h*out_stride_h + c]
+ *   q_scale fp32 scalar, a DEVICE pointer, read at run time (so a captured graph
+ *           follows its value); required for e4m3 output, must be NULL for bf16 output.
+ *
+ * Rules (checked by spark_mla_qproj_can_implement and every run):
+ *   - 1 <= m <= 8192 (and <= the plan's max_m).
+ *   - every pointer non-NULL except w_scale (NULL unless MXFP8) and q_scale (NULL
+ *     unless e4m3 output).
+ *   - every stride > 0.
+ *   - 16-byte alignment: the base pointers of q_nope, w, q_pe and out are multiples
+ *     of 16 bytes; the outer strides of q_nope, q_pe and bf16 w/out are multiples of
+ *     8 elements; e4m3 w strides are multiples of 16 elements; e4m3 out strides are
+ *     multiples of 8 elements; w_scale's base and strides are multiples of 4 bytes;
+ *     q_scale is 4-byte aligned.
+ *   - rows must not overlap inside one tensor: w_stride_k >= N, q_nope_stride_m and
+ *     q_nope_stride_h >= K, q_pe strides >= R, out strides >= N+R, w_scale_stride_k >= N/32.
+ *   - out must not overlap any input (the byte ranges the views span are disjoint).
+ * Rows >= m and the columns of out past N+R are never written. */
+typedef struct spark_mla_qproj_args {
+  size_t struct_size; /* sizeof(spark_mla_qproj_args) */
+  int32_t m;          /* M, tokens in this call */
+  const void* q_nope;
+  int64_t q_nope_stride_h, q_nope_stride_m;
+  const void* w;
+  int64_t w_stride_h, w_stride_k;
+  const void* w_scale;
+  int64_t w_scale_stride_h, w_scale_stride_k;
+  const void* q_pe;
+  int64_t q_pe_stride_m, q_pe_stride_h;
+  void* out;
+  int64_t out_stride_m, out_stride_h;
+  const float* q_scale;
+} spark_mla_qproj_args;
+
+/* Checks desc (and args, when non-NULL) against every rule above, on the host,
+ * without a device.  Returns SUCCESS, INVALID_ARGUMENT or UNSUPPORTED with a message
+ * naming the argument.  Thread-safe. */
+SPARK_API spark_status spark_mla_qproj_can_implement(const spark_mla_qproj_desc* desc,
+                                                     const spark_mla_qproj_args* args);
+
+typedef struct spark_mla_qproj_plan_options {
+  size_t struct_size; /* sizeof(spark_mla_qproj_plan_options) */
+  /* The largest M this plan will run, 1..8192. */
+  int32_t max_m;
+  /* 0: create prewarms (loads from the cache or compiles) every M-regime up to max_m,
+   *    so runs never compile or load.
+   * 1: nothing is prewarmed; a run that needs an unloaded kernel loads (or compiles)
+   *    it first, or fails with NOT_LOADED_WHILE_CAPTURING on a capturing stream. */
+  int32_t lazy;
+  /* 1: launch with programmatic dependent launch (sm_90+), so the kernel's prologue
+   * overlaps the previous kernel on the stream. */
+  int32_t enable_pdl;
+} spark_mla_qproj_plan_options;
+
+/* Creates a plan for desc on ctx.  opts may be NULL (max_m 8192, not lazy, no PDL).
+ * Errors: INVALID_ARGUMENT, UNSUPPORTED, COMPILE (the NVRTC log is in the message),
+ * CACHE, CUDA, JIT_DISABLED.  Thread-safe. */
+SPARK_API spark_status spark_mla_qproj_plan_create(spark_context ctx,
+                                                   const spark_mla_qproj_desc* desc,
+                                                   const spark_mla_qproj_plan_options* opts,
+                                                   spark_mla_qproj_plan* out);
+
+/* spark_mla_qproj_plan_destroy(NULL) is a no-op.  Kernels stay loaded in the context. */
+SPARK_API void spark_mla_qproj_plan_destroy(spark_mla_qproj_plan plan);
+
+/* Validates args and launches one kernel on stream.  Never compiles, allocates or
+ * synchronises (except a lazy plan's first use of a regime on a non-capturing
+ * stream), so it can be captured in a CUDA graph and replayed with new contents.
+ * Errors: INVALID_ARGUMENT, NOT_LOADED_WHILE_CAPTURING, CUDA.  Thread-safe. */
+SPARK_API spark_status spark_mla_qproj_run(spark_mla_qproj_plan plan,
+                                           const spark_mla_qproj_args* args,
+                                           spark_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPARK_SPARK_H_ */

@@ -1,0 +1,68 @@
+// A context: one device's primary CUDA context, its kernel store, and the kernels
+// loaded into it.  Thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cache/kernel_store.h"
+#include "runtime/cuda_driver.h"
+
+namespace spark {
+
+struct LoadedKernel {
+  KernelKey key;
+  TileConfig tile;
+  int threads = 0;
+  int smem_bytes = 0;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  BuildSource source = BuildSource::kCacheHit;
+};
+
+// Makes a context current on this thread for the object's lifetime.
+class ScopedCurrent {
+ public:
+  explicit ScopedCurrent(CUcontext ctx);
+  ~ScopedCurrent();
+  ScopedCurrent(const ScopedCurrent&) = delete;
+  ScopedCurrent& operator=(const ScopedCurrent&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+class Context {
+ public:
+  explicit Context(int device);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device() const { return device_; }
+  int compute_capability() const { return cc_; }
+  const std::string& arch() const { return arch_; }
+  CUcontext cu_context() const { return ctx_; }
+  KernelStore& store() { return store_; }
+
+  // The loaded kernel for key, or nullptr.  Never loads.
+  const LoadedKernel* find(const KernelKey& key) const;
+  // Loads (from the cache, compiling on a miss) if not yet loaded.  Kernels stay loaded
+  // until the context is destroyed, so the pointer stays valid.
+  const LoadedKernel& load(const KernelKey& key);
+
+ private:
+  int device_;
+  int cc_ = 0;
+  std::string arch_;
+  CUdevice cu_device_ = 0;
+  CUcontext ctx_ = nullptr;
+  KernelStore store_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> kernels_;
+};
+
+}  // namespace spark

@@ -1,0 +1,89 @@
+#include "runtime/plan.h"
+
+#include "core/error.h"
+#include "generator/tile_config.h"
+#include "runtime/validate.h"
+
+namespace spark {
+
+Plan::Plan(Context& ctx, const spark_mla_qproj_desc& desc, const spark_mla_qproj_plan_options& opts)
+    : ctx_(ctx), desc_(desc), opts_(opts) {
+  for (const RegimeEntry& e : regimes_up_to(ctx.arch(), opts.max_m)) {
+    auto slot = std::make_unique<Slot>();
+    slot->key.heads = desc.heads;
+    slot->key.k = desc.nope_dim;
+    slot->key.n = desc.latent_dim;
+    slot->key.r = desc.rope_dim;
+    slot->key.regime = e.regime;
+    slot->key.weights = desc.weight_format == SPARK_WEIGHTS_BF16 ? WeightFormat::kBf16 : WeightFormat::kMxfp8;
+    slot->key.out = desc.out_dtype == SPARK_DTYPE_BF16 ? OutDtype::kBf16 : OutDtype::kE4m3;
+    slot->key.arch = ctx.arch();
+    if (!opts.lazy) slot->kernel.store(&ctx.load(slot->key), std::memory_order_release);
+    slots_.push_back(std::move(slot));
+  }
+}
+
+const LoadedKernel& Plan::kernel_for(Slot& slot, CUstream stream) {
+  if (const LoadedKernel* k = slot.kernel.load(std::memory_order_acquire)) return *k;
+  // Only lazy plans get here.  Loading or compiling inside a capture would either break
+  // the capture or stall it; refuse instead, before touching anything.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  SPARK_CU_CHECK(cuda_driver().StreamIsCapturing(stream, &capture));
+  SPARK_CHECK(capture == CU_STREAM_CAPTURE_STATUS_NONE, SPARK_ERROR_NOT_LOADED_WHILE_CAPTURING,
+              "kernel {} is not loaded and the stream is capturing a CUDA graph; run this M once outside "
+              "the capture or create the plan with lazy = 0",
+              slot.key.name());
+  const LoadedKernel& k = ctx_.load(slot.key);
+  slot.kernel.store(&k, std::memory_order_release);
+  return k;
+}
+
+void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
+  validate_args(desc_, args, opts_.max_m);
+  const int m = args->m;
+  Slot* slot = nullptr;
+  for (const auto& s : slots_)
+    if (s->key.regime.contains(m)) slot = s.get();
+  SPARK_CHECK(slot != nullptr, SPARK_ERROR_INTERNAL, "no regime covers m = {}", m);
+  ScopedCurrent current(ctx_.cu_context());
+  const LoadedKernel& k = kernel_for(*slot, stream);
+
+  MlaQprojLaunchParams p{};
+  p.q_nope = args->q_nope;
+  p.q_nope_stride_h = args->q_nope_stride_h;
+  p.q_nope_stride_m = args->q_nope_stride_m;
+  p.w = args->w;
+  p.w_stride_h = args->w_stride_h;
+  p.w_stride_k = args->w_stride_k;
+  p.w_scale = args->w_scale;
+  p.w_scale_stride_h = args->w_scale_stride_h;
+  p.w_scale_stride_k = args->w_scale_stride_k;
+  p.q_pe = args->q_pe;
+  p.q_pe_stride_m = args->q_pe_stride_m;
+  p.q_pe_stride_h = args->q_pe_stride_h;
+  p.out = args->out;
+  p.out_stride_m = args->out_stride_m;
+  p.out_stride_h = args->out_stride_h;
+  p.q_scale = args->q_scale;
+  p.m = m;
+  void* params[] = {&p};
+
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = static_cast<unsigned>(desc_.latent_dim / k.tile.bn);
+  cfg.gridDimY = static_cast<unsigned>((m + k.tile.bm - 1) / k.tile.bm);
+  cfg.gridDimZ = static_cast<unsigned>(desc_.heads);
+  cfg.blockDimX = static_cast<unsigned>(k.threads);
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = static_cast<unsigned>(k.smem_bytes);
+  cfg.hStream = stream;
+  CUlaunchAttribute attr{};
+  if (opts_.enable_pdl && ctx_.compute_capability() >= 90) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  SPARK_CU_CHECK(cuda_driver().LaunchKernelEx(&cfg, k.function, params, nullptr));
+}
+
+}  // namespace spark

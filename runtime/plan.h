@@ -1,0 +1,52 @@
+// A plan: one descriptor on one context, with the kernel of every M-regime up to max_m.
+// run() validates, picks the regime's kernel and launches: no compile, no allocation,
+// no synchronisation (a lazy plan's first use of a regime aside).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <vector>
+
+#include "runtime/context.h"
+#include "spark/spark.h"
+
+namespace spark {
+
+// Host mirror of spark::MlaQprojParams in templates/mla_qproj.cuh (same order and types).
+struct MlaQprojLaunchParams {
+  const void* q_nope;
+  long long q_nope_stride_h, q_nope_stride_m;
+  const void* w;
+  long long w_stride_h, w_stride_k;
+  const void* w_scale;
+  long long w_scale_stride_h, w_scale_stride_k;
+  const void* q_pe;
+  long long q_pe_stride_m, q_pe_stride_h;
+  void* out;
+  long long out_stride_m, out_stride_h;
+  const float* q_scale;
+  int m;
+};
+
+class Plan {
+ public:
+  Plan(Context& ctx, const spark_mla_qproj_desc& desc, const spark_mla_qproj_plan_options& opts);
+
+  void run(const spark_mla_qproj_args* args, CUstream stream);
+  const spark_mla_qproj_desc& desc() const { return desc_; }
+  int max_m() const { return opts_.max_m; }
+
+ private:
+  struct Slot {
+    KernelKey key;
+    std::atomic<const LoadedKernel*> kernel{nullptr};
+  };
+  const LoadedKernel& kernel_for(Slot& slot, CUstream stream);
+
+  Context& ctx_;
+  spark_mla_qproj_desc desc_;
+  spark_mla_qproj_plan_options opts_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // one per regime, ordered by M
+};
+
+}  // namespace spark

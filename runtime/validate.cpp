@@ -1,0 +1,132 @@
+#include "runtime/validate.h"
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace spark {
+
+namespace {
+
+// Strides beyond this are rejected, so byte extents below never overflow.
+constexpr int64_t kMaxStride = int64_t(1) << 40;
+
+uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+void check_stride(int64_t stride, const char* name, int64_t multiple, int64_t min_value,
+                  const char* min_rule) {
+  SPARK_CHECK_ARG(stride > 0, name, "must be > 0 (got {})", stride);
+  SPARK_CHECK_ARG(stride <= kMaxStride, name, "{} is implausibly large (limit 2^40)", stride);
+  SPARK_CHECK_ARG(stride % multiple == 0, name,
+                  "must be a multiple of {} elements so every row stays 16-byte aligned (got {})", multiple,
+                  stride);
+  SPARK_CHECK_ARG(stride >= min_value, name, "must be >= {} ({}) so rows do not overlap (got {})", min_value,
+                  min_rule, stride);
+}
+
+void check_aligned(const void* p, const char* name, unsigned alignment) {
+  SPARK_CHECK_ARG(addr(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
+}
+
+// The bytes a 3-D view spans: [base, base + extent).
+struct Span {
+  const char* name;
+  uintptr_t begin;
+  uintptr_t end;
+};
+
+Span span(const char* name, const void* p, int64_t n1, int64_t s1, int64_t n2, int64_t s2, int64_t inner,
+          int64_t elem_bytes) {
+  const int64_t last = (n1 - 1) * s1 + (n2 - 1) * s2 + inner;
+  return Span{name, addr(p), addr(p) + static_cast<uintptr_t>(last * elem_bytes)};
+}
+
+bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
+
+}  // namespace
+
+void validate_desc(const spark_mla_qproj_desc* desc) {
+  SPARK_CHECK_ARG(desc != nullptr, "desc", "must not be NULL");
+  SPARK_CHECK_ARG(desc->struct_size >= sizeof(spark_mla_qproj_desc), "struct_size",
+                  "desc->struct_size is {}, expected sizeof(spark_mla_qproj_desc) = {}", desc->struct_size,
+                  sizeof(spark_mla_qproj_desc));
+  SPARK_CHECK_ARG(desc->weight_format == SPARK_WEIGHTS_BF16 || desc->weight_format == SPARK_WEIGHTS_MXFP8,
+                  "weight_format", "{} is not a spark_weight_format", static_cast<int>(desc->weight_format));
+  SPARK_CHECK_ARG(desc->out_dtype == SPARK_DTYPE_BF16 || desc->out_dtype == SPARK_DTYPE_E4M3, "out_dtype",
+                  "{} is not a spark_dtype", static_cast<int>(desc->out_dtype));
+  SPARK_CHECK(desc->heads >= 1 && desc->heads <= kMaxHeads, SPARK_ERROR_UNSUPPORTED,
+              "argument 'heads': {} is not supported (1..{})", desc->heads, kMaxHeads);
+  SPARK_CHECK(desc->nope_dim == 128 || desc->nope_dim == 192, SPARK_ERROR_UNSUPPORTED,
+              "argument 'nope_dim': {} is not supported (128 or 192)", desc->nope_dim);
+  SPARK_CHECK(desc->latent_dim == 512, SPARK_ERROR_UNSUPPORTED,
+              "argument 'latent_dim': {} is not supported (512)", desc->latent_dim);
+  SPARK_CHECK(desc->rope_dim == 64, SPARK_ERROR_UNSUPPORTED, "argument 'rope_dim': {} is not supported (64)",
+              desc->rope_dim);
+  SPARK_CHECK(desc->weight_format == SPARK_WEIGHTS_BF16, SPARK_ERROR_UNSUPPORTED,
+              "argument 'weight_format': MXFP8 weights are not implemented yet");
+}
+
+void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a, int max_m) {
+  SPARK_CHECK_ARG(a != nullptr, "args", "must not be NULL");
+  SPARK_CHECK_ARG(a->struct_size >= sizeof(spark_mla_qproj_args), "struct_size",
+                  "args->struct_size is {}, expected sizeof(spark_mla_qproj_args) = {}", a->struct_size,
+                  sizeof(spark_mla_qproj_args));
+  SPARK_CHECK_ARG(a->m >= 1 && a->m <= kMaxM, "m", "{} is outside 1..{}", a->m, kMaxM);
+  SPARK_CHECK_ARG(a->m <= max_m, "m", "{} is above the plan's max_m {}", a->m, max_m);
+
+  const int64_t H = d.heads, M = a->m, K = d.nope_dim, N = d.latent_dim, R = d.rope_dim;
+  const bool e4m3_out = d.out_dtype == SPARK_DTYPE_E4M3;
+  const bool mxfp8 = d.weight_format == SPARK_WEIGHTS_MXFP8;
+
+  SPARK_CHECK_ARG(a->q_nope, "q_nope", "must not be NULL");
+  SPARK_CHECK_ARG(a->w, "w", "must not be NULL");
+  SPARK_CHECK_ARG(a->q_pe, "q_pe", "must not be NULL");
+  SPARK_CHECK_ARG(a->out, "out", "must not be NULL");
+  if (mxfp8) {
+    SPARK_CHECK_ARG(a->w_scale, "w_scale", "must not be NULL for MXFP8 weights");
+  } else {
+    SPARK_CHECK_ARG(!a->w_scale, "w_scale", "must be NULL for bf16 weights (scales belong to MXFP8)");
+  }
+  if (e4m3_out) {
+    SPARK_CHECK_ARG(a->q_scale, "q_scale", "must not be NULL for e4m3 output");
+    check_aligned(a->q_scale, "q_scale", 4);
+  } else {
+    SPARK_CHECK_ARG(!a->q_scale, "q_scale", "must be NULL for bf16 output (it is only read for e4m3)");
+  }
+
+  check_aligned(a->q_nope, "q_nope", 16);
+  check_aligned(a->w, "w", 16);
+  check_aligned(a->q_pe, "q_pe", 16);
+  check_aligned(a->out, "out", 16);
+
+  check_stride(a->q_nope_stride_h, "q_nope_stride_h", 8, K, "nope_dim");
+  check_stride(a->q_nope_stride_m, "q_nope_stride_m", 8, K, "nope_dim");
+  const int64_t w_multiple = mxfp8 ? 16 : 8;
+  check_stride(a->w_stride_h, "w_stride_h", w_multiple, N, "latent_dim");
+  check_stride(a->w_stride_k, "w_stride_k", w_multiple, N, "latent_dim");
+  if (mxfp8) {
+    check_aligned(a->w_scale, "w_scale", 4);
+    check_stride(a->w_scale_stride_h, "w_scale_stride_h", 4, N / 32, "latent_dim / 32");
+    check_stride(a->w_scale_stride_k, "w_scale_stride_k", 4, N / 32, "latent_dim / 32");
+  }
+  check_stride(a->q_pe_stride_m, "q_pe_stride_m", 8, R, "rope_dim");
+  check_stride(a->q_pe_stride_h, "q_pe_stride_h", 8, R, "rope_dim");
+  check_stride(a->out_stride_m, "out_stride_m", 8, N + R, "latent_dim + rope_dim");
+  check_stride(a->out_stride_h, "out_stride_h", 8, N + R, "latent_dim + rope_dim");
+
+  const int64_t out_bytes = e4m3_out ? 1 : 2;
+  const Span out = span("out", a->out, M, a->out_stride_m, H, a->out_stride_h, N + R, out_bytes);
+  const Span inputs[] = {
+      span("q_nope", a->q_nope, H, a->q_nope_stride_h, M, a->q_nope_stride_m, K, 2),
+      span("w", a->w, H, a->w_stride_h, K, a->w_stride_k, N, mxfp8 ? 1 : 2),
+      mxfp8 ? span("w_scale", a->w_scale, H, a->w_scale_stride_h, K, a->w_scale_stride_k, N / 32, 1)
+            : Span{"w_scale", 0, 0},
+      span("q_pe", a->q_pe, M, a->q_pe_stride_m, H, a->q_pe_stride_h, R, 2),
+      e4m3_out ? Span{"q_scale", addr(a->q_scale), addr(a->q_scale) + 4} : Span{"q_scale", 0, 0},
+  };
+  for (const Span& in : inputs) {
+    SPARK_CHECK_ARG(!overlaps(out, in), "out", "overlaps {}: the output must not alias any input", in.name);
+  }
+}
+
+}  // namespace spark

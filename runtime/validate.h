@@ -1,0 +1,19 @@
+// Host-side checks of a descriptor and of one call's arguments (SPEC §1 rules).
+// Each failure throws spark::Error whose message starts with "argument '<name>': ".
+#pragma once
+
+#include "spark/spark.h"
+
+namespace spark {
+
+constexpr int kMaxM = 8192;
+constexpr int kMaxHeads = 128;
+
+// struct_size, enum values, and the supported H/K/N/R (UNSUPPORTED when well-formed
+// but not implemented).
+void validate_desc(const spark_mla_qproj_desc* desc);
+
+// Every rule of spark_mla_qproj_args for desc (already validated), with M <= max_m.
+void validate_args(const spark_mla_qproj_desc& desc, const spark_mla_qproj_args* args, int max_m);
+
+}  // namespace spark

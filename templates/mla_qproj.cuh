@@ -1,0 +1,219 @@
+// The fused MLA query projection:
+//   out[m, h, 0:N]   = q_nope[h, m, :] @ W[h]      (bf16 x bf16 -> fp32 -> bf16 | e4m3)
+//   out[m, h, N:N+R] = q_pe[m, h, :]               (copied, or scaled to e4m3)
+// One CTA computes a BM x BN tile of one head.  The whole K extent of its q rows and of
+// its weight columns is requested at once (16-byte cp.async), so a CTA waits for one
+// memory round trip, not one per K step; warps then run mma.sync over K, optionally
+// split over KSPLIT warp groups and reduced in shared memory in a fixed order.
+// Grid: (N / BN, ceil(M / BM), H), N tiles fastest so CTAs that share q rows run together.
+#pragma once
+
+#include "spark_device.cuh"
+
+namespace spark {
+
+// Kernel parameters, passed by value; mirrored on the host (runtime/launch_params.h).
+struct MlaQprojParams {
+  const u16* q_nope;
+  long long q_nope_stride_h, q_nope_stride_m;
+  const void* w;
+  long long w_stride_h, w_stride_k;
+  const u8* w_scale;
+  long long w_scale_stride_h, w_scale_stride_k;
+  const u16* q_pe;
+  long long q_pe_stride_m, q_pe_stride_h;
+  void* out;
+  long long out_stride_m, out_stride_h;
+  const float* q_scale;
+  int m;
+};
+
+enum class OutKind { kBf16 = 0, kE4m3 = 1 };
+
+template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_>
+struct MlaQprojConfig {
+  static constexpr int K = K_, N = N_, R = R_;
+  static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, KSPLIT = KSPLIT_;
+  static constexpr OutKind kOut = OutKind(OUT_);
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+  static constexpr int kWarpsPerSplit = kWarpsM * kWarpsN;
+  static constexpr int kThreads = kWarpsPerSplit * KSPLIT * 32;
+  // Rows padded by 16 bytes: consecutive rows start in different bank groups, so the
+  // eight row addresses of one ldmatrix hit distinct banks.
+  static constexpr int kLdA = K + 8, kLdB = BN + 8;
+  static constexpr int kSmemA = BM * kLdA * 2, kSmemB = K * kLdB * 2;
+  static constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
+  static constexpr int kLdC = BN * kOutBytes + 16;  // bytes per staged output row
+  static constexpr int kSmemC = BM * kLdC;
+  static constexpr int kSmemRed = (KSPLIT - 1) * kWarpsPerSplit * (WM / 16) * (WN / 8) * 4 * 32 * 4;
+  static constexpr int kSmemMain = kSmemA + kSmemB;
+  static constexpr int kSmemBytes = kSmemMain > kSmemRed + kSmemC ? kSmemMain : kSmemRed + kSmemC;
+
+  static_assert(K % (16 * KSPLIT) == 0, "K must split into 16-wide steps per warp group");
+  static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "warp tiling");
+  static_assert(N % BN == 0 && R % 8 == 0, "N tiles and RoPE vectors");
+};
+
+template <class C>
+__device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
+  extern __shared__ __align__(128) u8 smem[];
+  u16* As = reinterpret_cast<u16*>(smem);
+  u16* Bs = reinterpret_cast<u16*>(smem + C::kSmemA);
+
+  const int tid = threadIdx.x;
+  const int n0 = blockIdx.x * C::BN;
+  const int m0 = blockIdx.y * C::BM;
+  const int h = blockIdx.z;
+  const int M = p.m;
+
+  // Weights do not depend on the previous kernel: request them before waiting on it.
+  {
+    const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + n0;
+    constexpr int kChunks = C::BN / 8;
+    for (int i = tid; i < C::K * kChunks; i += C::kThreads) {
+      const int k = i / kChunks, c = i % kChunks;
+      cp_async_16(Bs + k * C::kLdB + c * 8, wh + k * p.w_stride_k + c * 8, 16);
+    }
+  }
+  grid_dependency_wait();
+  {
+    const u16* qh = p.q_nope + h * p.q_nope_stride_h;
+    constexpr int kChunks = C::K / 8;
+    for (int i = tid; i < C::BM * kChunks; i += C::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const bool valid = m0 + r < M;
+      const u16* src = valid ? qh + (m0 + r) * p.q_nope_stride_m + c * 8 : p.q_nope;
+      cp_async_16(As + r * C::kLdA + c * 8, src, valid ? 16 : 0);
+    }
+  }
+  cp_async_commit();
+
+  float inv_scale = 1.0f;
+  if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
+
+  // The RoPE columns, once per (row, head): by the CTAs of the first N tile, while the
+  // copies above are in flight.
+  if (blockIdx.x == 0) {
+    constexpr int kVec = C::R / 8;
+    for (int i = tid; i < C::BM * kVec; i += C::kThreads) {
+      const int r = i / kVec, v = i % kVec;
+      const int m = m0 + r;
+      if (m >= M) continue;
+      const uint4 x = *reinterpret_cast<const uint4*>(p.q_pe + m * p.q_pe_stride_m +
+                                                      h * p.q_pe_stride_h + v * 8);
+      const long long o = m * p.out_stride_m + h * p.out_stride_h + C::N + v * 8;
+      if (C::kOut == OutKind::kBf16) {
+        *reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + o) = x;
+      } else {
+        uint2 y;
+        y.x = u32(bf16x2_to_e4m3x2(x.x, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.y, inv_scale)) << 16);
+        y.y = u32(bf16x2_to_e4m3x2(x.z, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.w, inv_scale)) << 16);
+        *reinterpret_cast<uint2*>(static_cast<u8*>(p.out) + o) = y;
+      }
+    }
+  }
+
+  cp_async_wait_all();
+  __syncthreads();
+  grid_dependents_launch();
+
+  const int warp = tid / 32, lane = tid % 32;
+  const int split = warp / C::kWarpsPerSplit;
+  const int wrem = warp % C::kWarpsPerSplit;
+  const int wm = wrem / C::kWarpsN, wn = wrem % C::kWarpsN;
+  constexpr int kTM = C::WM / 16, kTN = C::WN / 8;
+  constexpr int kSteps = C::K / 16 / C::KSPLIT;
+
+  float acc[kTM][kTN][4];
+#pragma unroll
+  for (int i = 0; i < kTM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int k0 = (split * kSteps + s) * 16;
+    u32 a[kTM][4];
+#pragma unroll
+    for (int i = 0; i < kTM; ++i)
+      ldmatrix_x4(a[i], As + (wm * C::WM + i * 16 + (lane % 16)) * C::kLdA + k0 + (lane / 16) * 8);
+#pragma unroll
+    for (int j = 0; j < kTN / 2; ++j) {
+      u32 b[4];
+      ldmatrix_x4_trans(b, Bs + (k0 + (lane % 16)) * C::kLdB + wn * C::WN + j * 16 + (lane / 16) * 8);
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) {
+        mma_bf16_16816(acc[i][2 * j], a[i], b[0], b[1]);
+        mma_bf16_16816(acc[i][2 * j + 1], a[i], b[2], b[3]);
+      }
+    }
+  }
+  __syncthreads();  // every warp is done with As/Bs: the space is reused below
+
+  float* red = reinterpret_cast<float*>(smem);
+  u8* Cs = smem + C::kSmemRed;
+  if (C::KSPLIT > 1) {
+    if (split > 0) {
+      float* dst = red + ((split - 1) * C::kWarpsPerSplit + wrem) * (kTM * kTN * 4 * 32);
+#pragma unroll
+      for (int i = 0; i < kTM; ++i)
+#pragma unroll
+        for (int j = 0; j < kTN; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dst[((i * kTN + j) * 4 + e) * 32 + lane] = acc[i][j][e];
+    }
+    __syncthreads();
+    if (split == 0) {
+      for (int s = 1; s < C::KSPLIT; ++s) {
+        const float* src = red + ((s - 1) * C::kWarpsPerSplit + wrem) * (kTM * kTN * 4 * 32);
+#pragma unroll
+        for (int i = 0; i < kTM; ++i)
+#pragma unroll
+          for (int j = 0; j < kTN; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] += src[((i * kTN + j) * 4 + e) * 32 + lane];
+      }
+    }
+  }
+
+  // Stage the converted tile in shared memory, then write whole 16-byte (bf16) or
+  // 8-byte (e4m3) row segments: coalesced, and rows >= M are never touched.
+  if (split == 0) {
+    const int g = lane / 4, c2 = (lane % 4) * 2;
+#pragma unroll
+    for (int i = 0; i < kTM; ++i)
+#pragma unroll
+      for (int j = 0; j < kTN; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = wm * C::WM + i * 16 + g + half * 8;
+          const int c = wn * C::WN + j * 8 + c2;
+          const u32 v = pack_bf16x2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+          if (C::kOut == OutKind::kBf16) {
+            *reinterpret_cast<u32*>(Cs + r * C::kLdC + c * 2) = v;
+          } else {
+            *reinterpret_cast<u16*>(Cs + r * C::kLdC + c) = bf16x2_to_e4m3x2(v, inv_scale);
+          }
+        }
+  }
+  __syncthreads();
+
+  constexpr int kVecBytes = C::kOut == OutKind::kBf16 ? 16 : 8;
+  constexpr int kVecs = C::BN * C::kOutBytes / kVecBytes;
+  for (int i = tid; i < C::BM * kVecs; i += C::kThreads) {
+    const int r = i / kVecs, v = i % kVecs;
+    const int m = m0 + r;
+    if (m >= M) continue;
+    u8* dst = static_cast<u8*>(p.out) +
+              (m * p.out_stride_m + h * p.out_stride_h + n0) * C::kOutBytes + v * kVecBytes;
+    if (kVecBytes == 16) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(Cs + r * C::kLdC + v * 16);
+    } else {
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(Cs + r * C::kLdC + v * 8);
+    }
+  }
+}
+
+}  // namespace spark

@@ -1,0 +1,107 @@
+#include <doctest/doctest.h>
+
+#include <unordered_set>
+
+#include "core/error.h"
+#include "generator/kernel_key.h"
+#include "generator/tile_config.h"
+
+using namespace spark;
+
+namespace {
+KernelKey sample() {
+  KernelKey k;
+  k.heads = 11;
+  k.k = 192;
+  k.n = 512;
+  k.r = 64;
+  k.regime = {17, 128};
+  k.weights = WeightFormat::kBf16;
+  k.out = OutDtype::kE4m3;
+  k.arch = "sm_90a";
+  return k;
+}
+}  // namespace
+
+TEST_CASE("a kernel key prints a readable name that parses back") {
+  const KernelKey k = sample();
+  CHECK(k.name() == "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a");
+  const KernelKey back = KernelKey::parse(k.name());
+  CHECK(back == k);
+  CHECK(back.hash() == k.hash());
+  for (const ArchInfo& a : supported_archs())
+    for (int h : {1, 8, 128})
+      for (const RegimeEntry& e : regime_table(a.name))
+        for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
+          for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8}) {
+            KernelKey x = sample();
+            x.heads = h;
+            x.arch = std::string(a.name);
+            x.regime = e.regime;
+            x.out = o;
+            x.weights = w;
+            CHECK(KernelKey::parse(x.name()) == x);
+          }
+}
+
+TEST_CASE("keys that differ in any field hash differently") {
+  std::unordered_set<uint64_t> seen;
+  KernelKey k = sample();
+  seen.insert(k.hash());
+  k.heads = 12;
+  CHECK(seen.insert(k.hash()).second);
+  k.k = 128;
+  CHECK(seen.insert(k.hash()).second);
+  k.regime = {1, 16};
+  CHECK(seen.insert(k.hash()).second);
+  k.out = OutDtype::kBf16;
+  CHECK(seen.insert(k.hash()).second);
+  k.weights = WeightFormat::kMxfp8;
+  CHECK(seen.insert(k.hash()).second);
+  k.arch = "sm_100a";
+  CHECK(seen.insert(k.hash()).second);
+}
+
+TEST_CASE("malformed key names are rejected with the field named") {
+  auto message = [](const char* name) -> std::string {
+    try {
+      KernelKey::parse(name);
+    } catch (const Error& e) {
+      CHECK(e.status() == SPARK_ERROR_INVALID_ARGUMENT);
+      return e.what();
+    }
+    FAIL("parsed: " << name);
+    return {};
+  };
+  CHECK(message("mla_qproj.h8").find("9 dot-separated") != std::string::npos);
+  CHECK(message("gemm.h8.k192.n512.r64.m1-16.wbf16.obf16.sm_90a").find("op") != std::string::npos);
+  CHECK(message("mla_qproj.hx.k192.n512.r64.m1-16.wbf16.obf16.sm_90a").find("heads") != std::string::npos);
+  CHECK(message("mla_qproj.h8.k192.n512.r64.m16-1.wbf16.obf16.sm_90a").find("regime") != std::string::npos);
+  CHECK(message("mla_qproj.h8.k192.n512.r64.m1-16.wfp4.obf16.sm_90a").find("weight format") != std::string::npos);
+  CHECK(message("mla_qproj.h8.k192.n512.r64.m1-16.wbf16.ofp16.sm_90a").find("dtype") != std::string::npos);
+  CHECK(message("mla_qproj.h8.k192.n512.r64.m1-16.wbf16.obf16.gfx942").find("arch") != std::string::npos);
+}
+
+TEST_CASE("the M-regime table covers 1..8192 with distinct tiles on every arch") {
+  for (const ArchInfo& a : supported_archs()) {
+    const auto table = regime_table(a.name);
+    REQUIRE(table.size() >= 3);
+    CHECK(table.front().regime.m_min == 1);
+    CHECK(table.back().regime.m_max == 8192);
+    for (size_t i = 1; i < table.size(); ++i) {
+      CHECK(table[i].regime.m_min == table[i - 1].regime.m_max + 1);
+      CHECK(table[i].tile.describe() != table[i - 1].tile.describe());
+    }
+    for (int m : {1, 2, 16, 17, 33, 64, 128, 129, 257, 1000, 8192}) CHECK(regime_for_m(a.name, m).regime.contains(m));
+    for (const RegimeEntry& e : table)
+      for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
+        for (int k : {128, 192}) CHECK(e.tile.smem_bytes(k, o) <= a.max_smem_per_block);
+    CHECK(regimes_up_to(a.name, 1).size() == 1);
+    CHECK(regimes_up_to(a.name, 8192).size() == table.size());
+  }
+  CHECK_THROWS_AS(regime_for_m("sm_90a", 0), Error);
+  CHECK_THROWS_AS(regime_for_m("sm_90a", 8193), Error);
+  CHECK_THROWS_AS(arch_info("sm_70"), Error);
+  CHECK(arch_for_compute_capability(90) == "sm_90a");
+  CHECK(arch_for_compute_capability(80) == "sm_80");
+}

@@ -1,0 +1,69 @@
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "generator/nvrtc_compile.h"
+#include "generator/tile_config.h"
+
+using namespace spark;
+
+namespace {
+KernelKey key(const std::string& arch, MRegime regime, OutDtype out, int k = 192, int heads = 8) {
+  KernelKey x;
+  x.heads = heads;
+  x.k = k;
+  x.n = 512;
+  x.r = 64;
+  x.regime = regime;
+  x.out = out;
+  x.arch = arch;
+  return x;
+}
+
+bool is_elf(const std::string& b) { return b.size() > 64 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0; }
+}  // namespace
+
+TEST_CASE("NVRTC compiles a kernel for every supported arch without a GPU") {
+  for (const ArchInfo& a : supported_archs()) {
+    CAPTURE(a.name);
+    const auto table = regime_table(a.name);
+    // Every regime on the main target; the decode and the large regime elsewhere.
+    for (size_t i = 0; i < table.size(); ++i) {
+      if (a.name != "sm_90a" && i == 1) continue;
+      const OutDtype out = i % 2 ? OutDtype::kBf16 : OutDtype::kE4m3;
+      const KernelKey k = key(std::string(a.name), table[i].regime, out, i == 2 ? 128 : 192);
+      CAPTURE(k.name());
+      const CompiledKernel c = compile(render(k));
+      CHECK(is_elf(c.cubin));
+      CHECK(c.resources.registers > 0);
+      CHECK(c.resources.spill_bytes == 0);
+      CHECK(c.compile_ms > 0);
+    }
+  }
+}
+
+TEST_CASE("a failed compile carries the NVRTC log") {
+  RenderedSource src = render(key("sm_90a", {1, 16}, OutDtype::kBf16));
+  src.source += "\nthis is not C++;\n";
+  try {
+    compile(src);
+    FAIL("compiled");
+  } catch (const Error& e) {
+    CHECK(e.status() == SPARK_ERROR_COMPILE);
+    CHECK(std::string(e.what()).find("error") != std::string::npos);
+    CHECK(std::string(e.what()).find(src.key.name()) != std::string::npos);
+  }
+}
+
+TEST_CASE("ptxas resource report parsing") {
+  const auto r = parse_ptxas_report(
+      "ptxas info    : Function properties for spark_mla_qproj\n"
+      "    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+      "ptxas info    : Used 63 registers, used 1 barriers, 24 bytes smem, 400 bytes cmem[0]\n");
+  CHECK(r.registers == 63);
+  CHECK(r.shared_static_bytes == 24);
+  CHECK(r.local_bytes == 16);
+  CHECK(r.spill_bytes == 12);
+  CHECK(nvrtc_version().find('.') != std::string::npos);
+}

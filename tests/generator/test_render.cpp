@@ -1,0 +1,67 @@
+#include <doctest/doctest.h>
+
+#include "core/error.h"
+#include "generator/embedded_templates.h"
+#include "generator/render.h"
+
+using namespace spark;
+
+namespace {
+KernelKey key(int heads, int k, MRegime regime, OutDtype out, const char* arch = "sm_90a") {
+  KernelKey x;
+  x.heads = heads;
+  x.k = k;
+  x.n = 512;
+  x.r = 64;
+  x.regime = regime;
+  x.out = out;
+  x.arch = arch;
+  return x;
+}
+}  // namespace
+
+TEST_CASE("the same key renders byte-identical source that starts with the key") {
+  const KernelKey k = key(8, 192, {1, 16}, OutDtype::kE4m3);
+  const RenderedSource a = render(k);
+  const RenderedSource b = render(KernelKey::parse(k.name()));
+  CHECK(a.source == b.source);
+  CHECK(a.source.rfind("// spark kernel " + k.name() + "\n", 0) == 0);
+  CHECK(a.source.find("#include \"mla_qproj.cuh\"") != std::string::npos);
+  CHECK(a.threads == a.tile.threads());
+  CHECK(a.smem_bytes == a.tile.smem_bytes(192, OutDtype::kE4m3));
+  // Different keys, different sources.
+  CHECK(render(key(8, 192, {1, 16}, OutDtype::kBf16)).source != a.source);
+  CHECK(render(key(8, 128, {1, 16}, OutDtype::kE4m3)).source != a.source);
+  CHECK(render(key(8, 192, {17, 128}, OutDtype::kE4m3)).source != a.source);
+}
+
+TEST_CASE("templates are embedded with their bytes and digested") {
+  const auto& t = embedded_templates();
+  REQUIRE(t.size() >= 2);
+  bool found = false;
+  for (const auto& e : t) {
+    CHECK(!e.bytes.empty());
+    if (e.name == "mla_qproj.cuh") {
+      found = true;
+      CHECK(e.bytes.find("struct MlaQprojParams") != std::string_view::npos);
+    }
+  }
+  CHECK(found);
+  CHECK(templates_digest().size() == 32);
+}
+
+TEST_CASE("unsupported keys are refused before rendering") {
+  auto status_of = [](const KernelKey& k) {
+    try {
+      render(k);
+    } catch (const Error& e) {
+      return e.status();
+    }
+    return SPARK_SUCCESS;
+  };
+  CHECK(status_of(key(0, 192, {1, 16}, OutDtype::kBf16)) == SPARK_ERROR_UNSUPPORTED);
+  CHECK(status_of(key(129, 192, {1, 16}, OutDtype::kBf16)) == SPARK_ERROR_UNSUPPORTED);
+  CHECK(status_of(key(8, 64, {1, 16}, OutDtype::kBf16)) == SPARK_ERROR_UNSUPPORTED);
+  CHECK(status_of(key(8, 192, {1, 17}, OutDtype::kBf16)) == SPARK_ERROR_UNSUPPORTED);  // not a regime
+  CHECK(status_of(key(8, 192, {1, 16}, OutDtype::kBf16, "sm_75")) == SPARK_ERROR_UNSUPPORTED);
+}

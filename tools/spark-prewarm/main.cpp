@@ -1,0 +1,158 @@
+// spark-prewarm: fill the kernel cache for a model preset, explicit shapes or a JSON file.
+// Works without a GPU when --arch is given (or when there is no GPU: sm_90a).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cache/prewarm.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "generator/tile_config.h"
+#include "runtime/cuda_driver.h"
+
+namespace {
+
+using spark::OutDtype;
+using spark::WeightFormat;
+
+// The arch of device 0, or sm_90a where there is no GPU.
+std::string local_arch(bool& from_gpu) {
+  from_gpu = false;
+  try {
+    const spark::CudaDriver& cu = spark::cuda_driver();
+    int count = 0;
+    CUdevice dev = 0;
+    int major = 0, minor = 0;
+    if (cu.DeviceGetCount(&count) == CUDA_SUCCESS && count > 0 && cu.DeviceGet(&dev, 0) == CUDA_SUCCESS &&
+        cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
+        cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
+      from_gpu = true;
+      return spark::arch_for_compute_capability(major * 10 + minor);
+    }
+  } catch (const spark::Error&) {
+  }
+  return "sm_90a";
+}
+
+nlohmann::json result_json(const spark::PrewarmResult& r) {
+  nlohmann::json j = {{"key", r.key.name()}, {"ok", r.ok}, {"ms", r.ms}};
+  if (r.ok) {
+    j["source"] = std::string(spark::to_string(r.source));
+    j["registers"] = r.resources.registers;
+    j["spill_bytes"] = r.resources.spill_bytes;
+  } else {
+    j["error"] = r.error;
+  }
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spark-prewarm: compile spark's MLA query-projection kernels into the on-disk cache"};
+  std::string model, spec_file, arch, cache_dir;
+  int tp = 1, jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))), max_m = 8192;
+  std::vector<int> heads, nope;
+  std::vector<std::string> weights{"bf16"}, outs{"bf16", "e4m3"};
+  bool json = false, quiet = false;
+
+  app.add_option("--model", model, "model preset: glm5, deepseek-v3, kimi-k2");
+  app.add_option("--tp", tp, "tensor-parallel size for --model (heads per rank = heads / tp)");
+  app.add_option("--heads", heads, "heads per rank, e.g. 8,16")->delimiter(',');
+  app.add_option("--nope", nope, "nope dim K (128 or 192), e.g. 192")->delimiter(',');
+  app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare, 1..8192");
+  app.add_option("--weights", weights, "weight formats: bf16,mxfp8")->delimiter(',');
+  app.add_option("--out", outs, "output dtypes: bf16,e4m3")->delimiter(',');
+  app.add_option("--spec", spec_file,
+                 "JSON file: {\"heads\":[..],\"nope\":[..],\"max_m\":N,\"weights\":[..],\"out\":[..]}");
+  app.add_option("--arch", arch, "target, e.g. sm_90a (default: the local GPU's, or sm_90a without one)");
+  app.add_option("--cache-dir", cache_dir, "cache root (default: $SPARK_CACHE_DIR, $XDG_CACHE_HOME/spark, ~/.cache/spark)");
+  app.add_option("-j,--jobs", jobs, "parallel compiles")->check(CLI::PositiveNumber);
+  app.add_flag("--json", json, "print a JSON report instead of text");
+  app.add_flag("-q,--quiet", quiet, "print only the summary");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    spark::PrewarmSpec spec;
+    if (!model.empty()) {
+      spec = spark::preset_spec(model, tp);
+    } else if (!spec_file.empty()) {
+      std::ifstream in(spec_file);
+      if (!in) throw spark::Error(SPARK_ERROR_INVALID_ARGUMENT, "argument '--spec': cannot read " + spec_file);
+      const auto j = nlohmann::json::parse(in);
+      spec.heads = j.at("heads").get<std::vector<int>>();
+      spec.nope_dims = j.at("nope").get<std::vector<int>>();
+      max_m = j.value("max_m", max_m);
+      weights = j.value("weights", weights);
+      outs = j.value("out", outs);
+    } else if (!heads.empty() && !nope.empty()) {
+      spec.heads = heads;
+      spec.nope_dims = nope;
+    } else {
+      std::cerr << "spark-prewarm: give --model NAME [--tp N], or --heads and --nope, or --spec FILE\n";
+      return 2;
+    }
+    spec.max_m = max_m;
+    spec.weights.clear();
+    for (const auto& w : weights) spec.weights.push_back(spark::parse_weight_format(w));
+    spec.outs.clear();
+    for (const auto& o : outs) spec.outs.push_back(spark::parse_out_dtype(o));
+    bool from_gpu = false;
+    spec.arch = arch.empty() ? local_arch(from_gpu) : arch;
+    spark::arch_info(spec.arch);
+
+    spark::KernelStore store(cache_dir.empty() ? spark::default_cache_dir() : std::filesystem::path(cache_dir));
+    const auto keys = spark::expand(spec);
+    const bool tty = !json && !quiet && isatty(STDOUT_FILENO);
+    if (!json) {
+      fmt::print("spark-prewarm: {} kernels for {}{} into {}\n", keys.size(), spec.arch,
+                 arch.empty() ? (from_gpu ? " (local GPU)" : " (no GPU found; default)") : "",
+                 store.cache().root().string());
+      std::fflush(stdout);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const auto results = spark::prewarm(store, keys, jobs, [&](const spark::PrewarmResult& r, size_t done) {
+      if (json || quiet) return;
+      if (tty) fmt::print("\r\033[K");
+      if (r.ok) {
+        fmt::print("  {:<22} {:<58} {:8.1f} ms  {} regs\n", spark::to_string(r.source), r.key.name(), r.ms,
+                   r.resources.registers);
+      } else {
+        fmt::print("  {:<22} {}\n{}\n", "FAILED", r.key.name(), r.error);
+      }
+      if (tty) fmt::print("[{}/{}]", done, keys.size());
+      std::fflush(stdout);
+    });
+    if (tty) fmt::print("\r\033[K");
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    size_t compiled = 0, cached = 0, failed = 0;
+    for (const auto& r : results) {
+      if (!r.ok) ++failed;
+      else if (r.source == spark::BuildSource::kCacheHit) ++cached;
+      else ++compiled;
+    }
+    if (json) {
+      nlohmann::json j = {{"arch", spec.arch}, {"cache_dir", store.cache().root().string()},
+                          {"compiled", compiled}, {"cached", cached}, {"failed", failed}, {"seconds", secs},
+                          {"kernels", nlohmann::json::array()}};
+      for (const auto& r : results) j["kernels"].push_back(result_json(r));
+      std::cout << j.dump(2) << "\n";
+    } else {
+      fmt::print("spark-prewarm: {} compiled, {} cached, {} failed in {:.2f} s\n", compiled, cached, failed, secs);
+    }
+    return failed == 0 ? 0 : 1;
+  } catch (const spark::Error& e) {
+    std::cerr << "spark-prewarm: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "spark-prewarm: " << e.what() << "\n";
+    return 2;
+  }
+}
