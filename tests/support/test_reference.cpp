@@ -188,7 +188,7 @@ TEST_CASE("e4m3: subnormals") {
   CHECK(float_to_e4m3_satfinite_rne(-0.0f) == 0x80);
 }
 
-TEST_CASE("e4m3: exhaustive nearest-value check against the decode table") {
+TEST_CASE("e4m3: nearest-value sweep against the decode table") {
   // For a spread of floats, the code chosen is the nearest finite code (ties to an even
   // code) or saturates.
   std::vector<float> vals;
