@@ -16,13 +16,11 @@ void check_key_supported(const KernelKey& key) {
   SPARK_CHECK(key.n == 512, SPARK_ERROR_UNSUPPORTED, "argument 'latent_dim': {} is not supported (512)",
               key.n);
   SPARK_CHECK(key.r == 64, SPARK_ERROR_UNSUPPORTED, "argument 'rope_dim': {} is not supported (64)", key.r);
-  SPARK_CHECK(key.weights == WeightFormat::kBf16, SPARK_ERROR_UNSUPPORTED,
-              "argument 'weight_format': {} weights are not implemented yet", to_string(key.weights));
   const ArchInfo& arch = arch_info(key.arch);
   const TileConfig tile = tile_config(key);
-  SPARK_CHECK(tile.smem_bytes(key.k, key.out) <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
+  SPARK_CHECK(tile.smem_bytes(key.k, key.out, key.weights) <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': tile needs {} bytes of shared memory, {} allows {}", key.name(),
-              tile.smem_bytes(key.k, key.out), key.arch, arch.max_smem_per_block);
+              tile.smem_bytes(key.k, key.out, key.weights), key.arch, arch.max_smem_per_block);
 }
 
 RenderedSource render(const KernelKey& key) {
@@ -31,7 +29,7 @@ RenderedSource render(const KernelKey& key) {
   r.key = key;
   r.tile = tile_config(key);
   r.threads = r.tile.threads();
-  r.smem_bytes = r.tile.smem_bytes(key.k, key.out);
+  r.smem_bytes = r.tile.smem_bytes(key.k, key.out, key.weights);
   const TileConfig& t = r.tile;
   r.source = fmt::format(
       "// spark kernel {key}\n"
@@ -39,7 +37,8 @@ RenderedSource render(const KernelKey& key) {
       "#include \"mla_qproj.cuh\"\n"
       "\n"
       "using Config = spark::MlaQprojConfig</*K=*/{k}, /*N=*/{n}, /*R=*/{r}, /*BM=*/{bm}, /*BN=*/{bn},\n"
-      "                                     /*WM=*/{wm}, /*WN=*/{wn}, /*KSPLIT=*/{ks}, /*OUT=*/{out}>;\n"
+      "                                     /*WM=*/{wm}, /*WN=*/{wn}, /*KSPLIT=*/{ks}, /*OUT=*/{out},\n"
+      "                                     /*WEIGHTS=*/{weights}>;\n"
       "static_assert(Config::kThreads == {threads}, \"host and template disagree on threads\");\n"
       "static_assert(Config::kSmemBytes == {smem}, \"host and template disagree on shared memory\");\n"
       "\n"
@@ -50,6 +49,7 @@ RenderedSource render(const KernelKey& key) {
       fmt::arg("smem", r.smem_bytes), fmt::arg("k", key.k), fmt::arg("n", key.n), fmt::arg("r", key.r),
       fmt::arg("bm", t.bm), fmt::arg("bn", t.bn), fmt::arg("wm", t.wm), fmt::arg("wn", t.wn),
       fmt::arg("ks", t.ksplit), fmt::arg("out", key.out == OutDtype::kBf16 ? 0 : 1),
+      fmt::arg("weights", key.weights == WeightFormat::kBf16 ? 0 : 1),
       fmt::arg("threads", r.threads), fmt::arg("entry", kKernelEntryName));
   return r;
 }

@@ -37,10 +37,11 @@ std::string arch_for_compute_capability(int cc) {
   SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "compute capability {}.{} has no spark target", cc / 10, cc % 10);
 }
 
-int TileConfig::smem_bytes(int k, OutDtype out) const {
+int TileConfig::smem_bytes(int k, OutDtype out, WeightFormat weights) const {
   // Mirrors MlaQprojConfig::kSmemBytes in templates/mla_qproj.cuh.
   const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
-  const int main = bm * (k + 8) * 2 + k * (bn + 8) * 2;
+  const int mx = weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * 4 : 0;
+  const int main = bm * (k + 8) * 2 + k * (bn + 8) * 2 + mx;
   const int red = (ksplit - 1) * (bm / wm) * (bn / wn) * (wm / 16) * (wn / 8) * 4 * 32 * 4;
   const int staged = bm * (bn * out_bytes + 16);
   return std::max(main, red + staged);

@@ -30,7 +30,7 @@ struct TileConfig {
 
   int threads() const { return (bm / wm) * (bn / wn) * ksplit * 32; }
   // Dynamic shared memory; the rendered source static_asserts the kernel agrees.
-  int smem_bytes(int k, OutDtype out) const;
+  int smem_bytes(int k, OutDtype out, WeightFormat weights) const;
   std::string describe() const;
 };
 

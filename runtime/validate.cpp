@@ -62,8 +62,6 @@ void validate_desc(const spark_mla_qproj_desc* desc) {
               "argument 'latent_dim': {} is not supported (512)", desc->latent_dim);
   SPARK_CHECK(desc->rope_dim == 64, SPARK_ERROR_UNSUPPORTED, "argument 'rope_dim': {} is not supported (64)",
               desc->rope_dim);
-  SPARK_CHECK(desc->weight_format == SPARK_WEIGHTS_BF16, SPARK_ERROR_UNSUPPORTED,
-              "argument 'weight_format': MXFP8 weights are not implemented yet");
 }
 
 void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a, int max_m) {

@@ -29,12 +29,15 @@ struct MlaQprojParams {
 };
 
 enum class OutKind { kBf16 = 0, kE4m3 = 1 };
+enum class WeightKind { kBf16 = 0, kMxfp8 = 1 };
 
-template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_>
+template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_, int WEIGHTS_>
 struct MlaQprojConfig {
   static constexpr int K = K_, N = N_, R = R_;
   static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, KSPLIT = KSPLIT_;
   static constexpr OutKind kOut = OutKind(OUT_);
+  static constexpr WeightKind kWeights = WeightKind(WEIGHTS_);
+  static constexpr bool kMx = kWeights == WeightKind::kMxfp8;
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kWarpsPerSplit = kWarpsM * kWarpsN;
   static constexpr int kThreads = kWarpsPerSplit * KSPLIT * 32;
@@ -46,12 +49,18 @@ struct MlaQprojConfig {
   static constexpr int kLdC = BN * kOutBytes + 16;  // bytes per staged output row
   static constexpr int kSmemC = BM * kLdC;
   static constexpr int kSmemRed = (KSPLIT - 1) * kWarpsPerSplit * (WM / 16) * (WN / 8) * 4 * 32 * 4;
-  static constexpr int kSmemMain = kSmemA + kSmemB;
+  // MXFP8: the raw e4m3 tile (rows padded to keep 16-byte copies aligned) and, per K
+  // row, the one 4-byte word of scale bytes that covers this CTA's BN columns.
+  static constexpr int kLdRaw = BN + 16;
+  static constexpr int kSmemRaw = kMx ? K * kLdRaw : 0;
+  static constexpr int kSmemScales = kMx ? K * 4 : 0;
+  static constexpr int kSmemMain = kSmemA + kSmemB + kSmemRaw + kSmemScales;
   static constexpr int kSmemBytes = kSmemMain > kSmemRed + kSmemC ? kSmemMain : kSmemRed + kSmemC;
 
   static_assert(K % (16 * KSPLIT) == 0, "K must split into 16-wide steps per warp group");
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "warp tiling");
   static_assert(N % BN == 0 && R % 8 == 0, "N tiles and RoPE vectors");
+  static_assert(!kMx || (BN % 32 == 0 && 128 % BN == 0), "an MXFP8 tile's scales fit one 4-byte word");
 };
 
 template <class C>
@@ -66,8 +75,20 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
   const int h = blockIdx.z;
   const int M = p.m;
 
+  u8* raw = smem + C::kSmemA + C::kSmemB;
+  u32* scale_words = reinterpret_cast<u32*>(raw + C::kSmemRaw);
+
   // Weights do not depend on the previous kernel: request them before waiting on it.
-  {
+  if constexpr (C::kMx) {
+    const u8* wh = static_cast<const u8*>(p.w) + h * p.w_stride_h + n0;
+    constexpr int kChunks = C::BN / 16;
+    for (int i = tid; i < C::K * kChunks; i += C::kThreads) {
+      const int k = i / kChunks, c = i % kChunks;
+      cp_async_16(raw + k * C::kLdRaw + c * 16, wh + k * p.w_stride_k + c * 16, 16);
+    }
+    const u8* sh = p.w_scale + h * p.w_scale_stride_h + (n0 / 32 / 4) * 4;
+    for (int k = tid; k < C::K; k += C::kThreads) cp_async_4(scale_words + k, sh + k * p.w_scale_stride_k);
+  } else {
     const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + n0;
     constexpr int kChunks = C::BN / 8;
     for (int i = tid; i < C::K * kChunks; i += C::kThreads) {
@@ -116,6 +137,30 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
   cp_async_wait_all();
   __syncthreads();
   grid_dependents_launch();
+
+  if constexpr (C::kMx) {
+    // Dequantise into the bf16 tile the MMAs read: RN_bf16(float(e4m3) * 2^(byte-127)).
+    // The product is exact in float (4 significant bits times a power of two), so one
+    // rounding to bf16 gives the rule's bits, subnormals included.
+    constexpr int kVecs = C::BN / 8;
+    for (int i = tid; i < C::K * kVecs; i += C::kThreads) {
+      const int k = i / kVecs, v = i % kVecs;
+      const uint2 q = *reinterpret_cast<const uint2*>(raw + k * C::kLdRaw + v * 8);
+      const u32 byte = (scale_words[k] >> (8 * (((n0 + v * 8) / 32) % 4))) & 0xffu;
+      const float s = e8m0_to_float(u8(byte));
+      uint4 out;
+      u32* o = reinterpret_cast<u32*>(&out);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const u32 word = j < 2 ? q.x : q.y;
+        const int sh = (j % 2) * 16;
+        o[j] = pack_bf16x2(__fmul_rn(e4m3_to_float(u8(word >> sh)), s),
+                           __fmul_rn(e4m3_to_float(u8(word >> (sh + 8))), s));
+      }
+      *reinterpret_cast<uint4*>(Bs + k * C::kLdB + v * 8) = out;
+    }
+    __syncthreads();
+  }
 
   const int warp = tid / 32, lane = tid % 32;
   const int split = warp / C::kWarpsPerSplit;

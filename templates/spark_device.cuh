@@ -69,6 +69,25 @@ SPARK_HD u8 float_to_e4m3_soft(float x) {
   return u8(sign | u8(code));
 }
 
+// Exact e4m3fn -> float (0x7F / 0xFF are NaN).
+SPARK_HD float e4m3_to_float(u8 b) {
+  const u32 sign = u32(b & 0x80u) << 24;
+  const u32 e = (b >> 3) & 0xfu, m = b & 7u;
+  if (e == 15 && m == 7) return bits_float(sign | 0x7fc00000u);
+  if (e == 0) {
+    const float v = float(m) * 0.001953125f;  // m * 2^-9, exact
+    return sign ? -v : v;
+  }
+  return bits_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+// 2^(byte - 127) as a float (E8M0): byte 0 is 2^-127 (subnormal), 255 is NaN.
+SPARK_HD float e8m0_to_float(u8 byte) {
+  if (byte == 255) return bits_float(0x7fc00000u);
+  if (byte == 0) return bits_float(0x00400000u);
+  return bits_float(u32(byte) << 23);
+}
+
 // x * inv clamped to +-448 (NaN stays NaN), as the e4m3 output contract states.
 SPARK_HD float scale_clamp_e4m3(float x, float inv) {
 #if defined(__CUDA_ARCH__)
@@ -93,6 +112,10 @@ SPARK_DEVICE void cp_async_16(void* smem, const void* gmem, u32 src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
                "r"(src_bytes)
                : "memory");
+}
+// 4-byte global -> shared copy (scale bytes, whose rows are only 4-byte aligned).
+SPARK_DEVICE void cp_async_4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
 }
 SPARK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 SPARK_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }

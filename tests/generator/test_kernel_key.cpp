@@ -95,7 +95,7 @@ TEST_CASE("the M-regime table covers 1..8192 with distinct tiles on every arch")
     for (int m : {1, 2, 16, 17, 33, 64, 128, 129, 257, 1000, 8192}) CHECK(regime_for_m(a.name, m).regime.contains(m));
     for (const RegimeEntry& e : table)
       for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
-        for (int k : {128, 192}) CHECK(e.tile.smem_bytes(k, o) <= a.max_smem_per_block);
+        for (int k : {128, 192}) CHECK(e.tile.smem_bytes(k, o, WeightFormat::kMxfp8) <= a.max_smem_per_block);
     CHECK(regimes_up_to(a.name, 1).size() == 1);
     CHECK(regimes_up_to(a.name, 8192).size() == table.size());
   }

@@ -9,8 +9,10 @@
 using namespace spark;
 
 namespace {
-KernelKey key(const std::string& arch, MRegime regime, OutDtype out, int k = 192, int heads = 8) {
+KernelKey key(const std::string& arch, MRegime regime, OutDtype out, int k = 192, int heads = 8,
+              WeightFormat weights = WeightFormat::kBf16) {
   KernelKey x;
+  x.weights = weights;
   x.heads = heads;
   x.k = k;
   x.n = 512;
@@ -39,6 +41,15 @@ TEST_CASE("NVRTC compiles a kernel for every supported arch without a GPU") {
       CHECK(c.resources.registers > 0);
       CHECK(c.resources.spill_bytes == 0);
       CHECK(c.compile_ms > 0);
+    }
+    // MXFP8 weights: the decode regime with e4m3 out, the large regime with bf16 out.
+    for (size_t i : {size_t(0), table.size() - 1}) {
+      const OutDtype out = i == 0 ? OutDtype::kE4m3 : OutDtype::kBf16;
+      const KernelKey k = key(std::string(a.name), table[i].regime, out, 192, 11, WeightFormat::kMxfp8);
+      CAPTURE(k.name());
+      const CompiledKernel c = compile(render(k));
+      CHECK(is_elf(c.cubin));
+      CHECK(c.resources.spill_bytes == 0);
     }
   }
 }

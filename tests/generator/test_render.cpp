@@ -28,11 +28,17 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(a.source.rfind("// spark kernel " + k.name() + "\n", 0) == 0);
   CHECK(a.source.find("#include \"mla_qproj.cuh\"") != std::string::npos);
   CHECK(a.threads == a.tile.threads());
-  CHECK(a.smem_bytes == a.tile.smem_bytes(192, OutDtype::kE4m3));
+  CHECK(a.smem_bytes == a.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kBf16));
   // Different keys, different sources.
   CHECK(render(key(8, 192, {1, 16}, OutDtype::kBf16)).source != a.source);
   CHECK(render(key(8, 128, {1, 16}, OutDtype::kE4m3)).source != a.source);
   CHECK(render(key(8, 192, {17, 128}, OutDtype::kE4m3)).source != a.source);
+  KernelKey mx = k;
+  mx.weights = WeightFormat::kMxfp8;
+  const RenderedSource m = render(mx);
+  CHECK(m.source != a.source);
+  CHECK(m.source.find("/*WEIGHTS=*/1") != std::string::npos);
+  CHECK(m.smem_bytes > a.smem_bytes);
 }
 
 TEST_CASE("templates are embedded with their bytes and digested") {
