@@ -1,7 +1,10 @@
 #include "generator/tile_config.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 
+#include "core/env.h"
 #include "core/error.h"
 
 namespace spark {
@@ -51,8 +54,45 @@ std::string TileConfig::describe() const {
   return fmt::format("BM={} BN={} WM={} WN={} KSPLIT={} threads={}", bm, bn, wm, wn, ksplit, threads());
 }
 
+std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
+  std::vector<RegimeEntry> table;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string item(text.substr(start, end - start));
+    RegimeEntry e;
+    TileConfig& t = e.tile;
+    char tail = 0;
+    const int n = std::sscanf(item.c_str(), "%d-%d:%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm,
+                              &t.bn, &t.wm, &t.wn, &t.ksplit, &tail);
+    SPARK_CHECK(n == 7, SPARK_ERROR_INVALID_ARGUMENT,
+                "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT (e.g. 1-16:16x32x16x16x2)", item);
+    const int expected_min = table.empty() ? 1 : table.back().regime.m_max + 1;
+    SPARK_CHECK(e.regime.m_min == expected_min && e.regime.m_max >= e.regime.m_min, SPARK_ERROR_INVALID_ARGUMENT,
+                "SPARK_REGIMES: regime '{}' must start at M = {}", item, expected_min);
+    SPARK_CHECK(t.bm > 0 && t.bn > 0 && t.wm > 0 && t.wn > 0 && t.ksplit > 0 && t.bm % t.wm == 0 &&
+                    t.bn % t.wn == 0 && t.wm % 16 == 0 && t.wn % 16 == 0 && 512 % t.bn == 0 &&
+                    (t.bn % 32 == 0 && 128 % t.bn == 0) && 128 % (16 * t.ksplit) == 0 &&
+                    192 % (16 * t.ksplit) == 0 && t.threads() <= 1024,
+                SPARK_ERROR_INVALID_ARGUMENT, "SPARK_REGIMES: tile '{}' is not a valid tiling", item);
+    table.push_back(e);
+    start = end + 1;
+  }
+  SPARK_CHECK(!table.empty() && table.back().regime.m_max == 8192, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: the regimes must end at M = 8192");
+  return table;
+}
+
 std::vector<RegimeEntry> regime_table(std::string_view arch) {
   arch_info(arch);  // validates
+  // A tuning override (what spark-bench sweeps); it changes the rendered source, so
+  // cache entries of different tables never mix.
+  static const std::optional<std::vector<RegimeEntry>> override_table =
+      []() -> std::optional<std::vector<RegimeEntry>> {
+    if (auto text = env_string("SPARK_REGIMES")) return parse_regime_table(*text);
+    return std::nullopt;
+  }();
+  if (override_table) return *override_table;
   // Decode (M <= 16): one 16-row MMA tile, narrow N tiles so even H = 8 spreads over
   // 128 CTAs, K split over two warp groups to halve the serial MMA chain.
   // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.

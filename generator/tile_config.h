@@ -39,7 +39,11 @@ struct RegimeEntry {
   TileConfig tile;
 };
 
-// The regimes for an arch, ordered by M, covering 1..8192 without gaps.
+// "LO-HI:BMxBNxWMxWNxKSPLIT,..." -> a table (throws INVALID_ARGUMENT naming the item);
+// the format of the SPARK_REGIMES tuning override.
+std::vector<RegimeEntry> parse_regime_table(std::string_view text);
+// The regimes for an arch, ordered by M, covering 1..8192 without gaps.  SPARK_REGIMES,
+// when set, replaces the built-in table (for tuning; the same on every arch).
 std::vector<RegimeEntry> regime_table(std::string_view arch);
 // The regime serving m (1..8192).
 RegimeEntry regime_for_m(std::string_view arch, int m);

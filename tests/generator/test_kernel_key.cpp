@@ -105,3 +105,15 @@ TEST_CASE("the M-regime table covers 1..8192 with distinct tiles on every arch")
   CHECK(arch_for_compute_capability(90) == "sm_90a");
   CHECK(arch_for_compute_capability(80) == "sm_80");
 }
+
+TEST_CASE("a regime table override parses, and bad ones are refused") {
+  const auto t = parse_regime_table("1-8:16x32x16x16x2,9-8192:64x64x32x32x1");
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].regime == MRegime{1, 8});
+  CHECK(t[1].tile.bm == 64);
+  CHECK(t[1].tile.threads() == 128);
+  CHECK_THROWS_AS(parse_regime_table("2-8192:16x32x16x16x1"), Error);         // must start at 1
+  CHECK_THROWS_AS(parse_regime_table("1-100:16x32x16x16x1"), Error);          // must end at 8192
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x48x16x16x1"), Error);         // 512 % 48
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x32"), Error);
+}
