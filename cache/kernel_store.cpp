@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "cache/evict.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -18,9 +19,27 @@ std::string_view to_string(BuildSource s) {
   return "?";
 }
 
+CacheCounters StoreMetrics::snapshot() const {
+  CacheCounters c;
+  c.hits = hits;
+  c.misses = misses;
+  c.compiles = compiles;
+  c.corrupt_entries = corrupt;
+  c.evictions = evictions;
+  c.compile_ms = static_cast<double>(compile_us.load()) / 1000.0;
+  c.load_ms = static_cast<double>(load_us.load()) / 1000.0;
+  return c;
+}
+
 KernelStore::KernelStore(std::filesystem::path root) : cache_(std::move(root)) {}
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 Manifest make_manifest(const CacheId& id, const RenderedSource& src, const CompiledKernel& c,
                        const std::string& nvrtc) {
@@ -37,53 +56,87 @@ Manifest make_manifest(const CacheId& id, const RenderedSource& src, const Compi
   m.cubin_size = c.cubin.size();
   m.cubin_xxh3 = checksum_hex(c.cubin);
   m.source_size = src.source.size();
+  m.source_xxh3 = checksum_hex(src.source);
   m.compile_ms = c.compile_ms;
   m.resources = c.resources;
-  m.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  m.created_unix_ms = unix_ms_now();
   return m;
 }
 
 }  // namespace
 
+bool KernelStore::writable() {
+  std::call_once(writable_checked_, [&] {
+    writable_ = cache_.ensure_writable();
+    // Builds that killed processes left behind; once per store is often enough.
+    if (writable_) remove_leftovers(cache_, /*include_corrupt=*/false);
+  });
+  return writable_;
+}
+
+void KernelStore::count(const CacheCounters& d) {
+  metrics_.hits += d.hits;
+  metrics_.misses += d.misses;
+  metrics_.compiles += d.compiles;
+  metrics_.corrupt += d.corrupt_entries;
+  metrics_.evictions += d.evictions;
+  metrics_.compile_us += static_cast<uint64_t>(d.compile_ms * 1000);
+  metrics_.load_us += static_cast<uint64_t>(d.load_ms * 1000);
+  if (writable()) add_persistent_stats(cache_.root(), d);
+}
+
+void KernelStore::record_module_load(double ms) {
+  CacheCounters d;
+  d.load_ms = ms;
+  count(d);
+}
+
 BuiltKernel KernelStore::get(const KernelKey& key) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   BuiltKernel out;
   out.key = key;
   out.rendered = render(key);
   const std::string nvrtc = nvrtc_version();
   const std::vector<std::string> options = compile_options(key.arch);
   const CacheId id = cache_id(out.rendered, options, nvrtc);
+  CacheCounters delta;
   auto finish = [&](BuildSource source) {
     out.source = source;
-    out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    out.ms = ms_since(start);
+    count(delta);
     return out;
   };
-  auto take = [&](CachedKernel&& k) {
-    out.manifest = std::move(k.manifest);
-    out.cubin = std::move(k.cubin);
-    out.dir = std::move(k.dir);
+  // A lookup that reads the entry: a hit, or a corrupt entry moved aside (a miss).
+  auto try_load = [&](bool holding_lock) {
+    const auto t = Clock::now();
+    std::string corruption;
+    auto hit = holding_lock ? cache_.lookup_holding_lock(id, &corruption) : cache_.lookup(id, &corruption);
+    if (!corruption.empty()) ++delta.corrupt_entries;
+    if (!hit) return false;
+    ++delta.hits;
+    delta.load_ms += ms_since(t);
+    out.manifest = std::move(hit->manifest);
+    out.cubin = std::move(hit->cubin);
+    out.dir = std::move(hit->dir);
+    return true;
   };
 
-  if (auto hit = cache_.lookup(id)) {
-    ++metrics_.hits;
-    take(std::move(*hit));
-    return finish(BuildSource::kCacheHit);
+  if (try_load(false)) return finish(BuildSource::kCacheHit);
+  if (!jit_enabled()) {
+    ++delta.misses;
+    count(delta);
+    SPARK_FAIL(SPARK_ERROR_JIT_DISABLED, "kernel {} is not in the cache {} and SPARK_JIT=0 forbids compiling it",
+               key.name(), cache_.root().string());
   }
-  ++metrics_.misses;
-  SPARK_CHECK(jit_enabled(), SPARK_ERROR_JIT_DISABLED,
-              "kernel {} is not in the cache {} and SPARK_JIT=0 forbids compiling it", key.name(),
-              cache_.root().string());
-
   auto compile_counted = [&] {
+    ++delta.misses;
     CompiledKernel c = compile(out.rendered);
-    ++metrics_.compiles;
-    metrics_.compile_us += static_cast<uint64_t>(c.compile_ms * 1000);
+    ++delta.compiles;
+    delta.compile_ms += c.compile_ms;
     return c;
   };
 
-  if (!cache_.ensure_writable()) {
+  if (!writable()) {
     std::call_once(readonly_warning_, [&] {
       log().warn("cache directory {} is not writable: compiling in memory, nothing is cached",
                  cache_.root().string());
@@ -95,16 +148,31 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
   }
 
   // One compile per entry across processes: whoever holds the lock compiles; the others
-  // wait, then find the published entry.
+  // wait, then load the published entry.  A holder that dies drops the lock with it.
   EntryLock lock = cache_.lock(id);
-  if (auto hit = cache_.lookup(id)) {
-    ++metrics_.hits;
-    take(std::move(*hit));
-    return finish(BuildSource::kCacheHit);
+  if (try_load(true)) return finish(BuildSource::kCacheHit);
+  CompiledKernel c;
+  try {
+    c = compile_counted();
+  } catch (...) {
+    count(delta);
+    throw;
   }
-  CompiledKernel c = compile_counted();
-  const Manifest m = make_manifest(id, out.rendered, c, nvrtc);
-  take(cache_.publish(id, out.rendered, c, m));
+  Manifest manifest = make_manifest(id, out.rendered, c, nvrtc);
+  try {
+    const CachedKernel published = cache_.publish(id, out.rendered, c, manifest);
+    out.manifest = published.manifest;
+    out.cubin = published.cubin;
+    out.dir = published.dir;
+  } catch (const Error& e) {
+    // A full disk must not fail a load that has its cubin: use it, cache nothing.
+    log().warn("cannot cache {} ({}); using the kernel compiled in memory", key.name(), e.what());
+    out.manifest = std::move(manifest);
+    out.cubin = std::move(c.cubin);
+    return finish(BuildSource::kCompiledInMemory);
+  }
+  // Still holding this entry's lock, so the cap never evicts what was just published.
+  if (const auto cap = cache_max_bytes()) delta.evictions += evict_to_fit(cache_, *cap).removed.size();
   return finish(BuildSource::kCompiled);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cache/cache.h"
+#include "cache/stats.h"
 #include "generator/kernel_key.h"
 
 namespace spark {
@@ -30,9 +31,11 @@ struct BuiltKernel {
   double ms = 0;  // time spent in get(): lookup, lock wait and compile
 };
 
+// This store's counters (stats.h says what each one counts).
 struct StoreMetrics {
-  std::atomic<uint64_t> hits{0}, misses{0}, compiles{0}, corrupt{0};
-  std::atomic<uint64_t> compile_us{0};
+  std::atomic<uint64_t> hits{0}, misses{0}, compiles{0}, corrupt{0}, evictions{0};
+  std::atomic<uint64_t> compile_us{0}, load_us{0};
+  CacheCounters snapshot() const;
 };
 
 class KernelStore {
@@ -42,13 +45,21 @@ class KernelStore {
 
   // The kernel for key: from the cache, or compiled (once across processes) and
   // published.  Throws UNSUPPORTED, COMPILE, CACHE, or JIT_DISABLED under SPARK_JIT=0.
+  // Honours SPARK_CACHE_MAX_BYTES after each publish.
   BuiltKernel get(const KernelKey& key);
   const StoreMetrics& metrics() const { return metrics_; }
+  // Time spent loading a built kernel onto a device (the runtime measures it).
+  void record_module_load(double ms);
 
  private:
+  // Adds delta to the in-memory metrics and the directory's persistent totals.
+  void count(const CacheCounters& delta);
+  bool writable();
+
   KernelCache cache_;
   StoreMetrics metrics_;
-  std::once_flag readonly_warning_;
+  std::once_flag writable_checked_, readonly_warning_;
+  bool writable_ = false;
 };
 
 }  // namespace spark

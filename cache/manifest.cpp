@@ -26,6 +26,7 @@ std::string Manifest::to_json() const {
   j["cubin_size"] = cubin_size;
   j["cubin_xxh3"] = cubin_xxh3;
   j["source_size"] = source_size;
+  j["source_xxh3"] = source_xxh3;
   j["compile_ms"] = compile_ms;
   j["resources"] = {{"registers", resources.registers},
                     {"shared_static_bytes", resources.shared_static_bytes},
@@ -54,6 +55,7 @@ Manifest Manifest::from_json(const std::string& text) {
     m.cubin_size = j.at("cubin_size").get<uint64_t>();
     m.cubin_xxh3 = j.at("cubin_xxh3").get<std::string>();
     m.source_size = j.at("source_size").get<uint64_t>();
+    m.source_xxh3 = j.at("source_xxh3").get<std::string>();
     m.compile_ms = j.at("compile_ms").get<double>();
     const auto& r = j.at("resources");
     m.resources.registers = r.at("registers").get<int>();

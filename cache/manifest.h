@@ -10,7 +10,8 @@
 namespace spark {
 
 // Bumped whenever the entry layout or the manifest's meaning changes; old entries then miss.
-inline constexpr int kCacheFormatVersion = 1;
+// 2: the manifest records the source's checksum; entries carry a last_used stamp.
+inline constexpr int kCacheFormatVersion = 2;
 
 struct Manifest {
   int format_version = kCacheFormatVersion;
@@ -26,6 +27,7 @@ struct Manifest {
   uint64_t cubin_size = 0;
   std::string cubin_xxh3;  // hex XXH3-64 of the cubin
   uint64_t source_size = 0;
+  std::string source_xxh3;  // hex XXH3-64 of kernel.cu
   double compile_ms = 0;
   KernelResources resources;
   int64_t created_unix_ms = 0;

@@ -30,7 +30,9 @@ std::string read_file(const std::filesystem::path& path) {
   return out;
 }
 
-void write_file_synced(const std::filesystem::path& path, std::string_view bytes) {
+namespace {
+
+void write_and_close(const std::filesystem::path& path, std::string_view bytes, bool sync) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   SPARK_CHECK(fd >= 0, SPARK_ERROR_CACHE, "cannot create {}: {}", path.string(), std::strerror(errno));
   size_t done = 0;
@@ -44,10 +46,18 @@ void write_file_synced(const std::filesystem::path& path, std::string_view bytes
     }
     done += static_cast<size_t>(n);
   }
-  const bool synced = ::fsync(fd) == 0;
+  const bool synced = !sync || ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
   SPARK_CHECK(synced, SPARK_ERROR_CACHE, "cannot fsync {}: {}", path.string(), std::strerror(err));
+}
+
+}  // namespace
+
+void write_file(const std::filesystem::path& path, std::string_view bytes) { write_and_close(path, bytes, false); }
+
+void write_file_synced(const std::filesystem::path& path, std::string_view bytes) {
+  write_and_close(path, bytes, true);
 }
 
 void fsync_dir(const std::filesystem::path& dir) {

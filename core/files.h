@@ -8,6 +8,8 @@
 namespace spark {
 
 std::string read_file(const std::filesystem::path& path);
+// Writes a file (created or truncated).
+void write_file(const std::filesystem::path& path, std::string_view bytes);
 // Writes and fsyncs a file (created or truncated).
 void write_file_synced(const std::filesystem::path& path, std::string_view bytes);
 // fsync on a directory, so a rename or create inside it survives a crash.

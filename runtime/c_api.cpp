@@ -157,3 +157,22 @@ spark_status spark_mla_qproj_run(spark_mla_qproj_plan plan, const spark_mla_qpro
 }
 
 }  // extern "C"
+
+extern "C" spark_status spark_context_cache_stats(spark_context ctx, spark_cache_stats* out) {
+  return guarded([&] {
+    // out is checked first so that every rule can be exercised without a device.
+    SPARK_CHECK_ARG(out != nullptr, "out", "must not be NULL");
+    SPARK_CHECK_ARG(out->struct_size >= sizeof(spark_cache_stats), "struct_size",
+                    "out->struct_size is {}, expected sizeof(spark_cache_stats) = {}", out->struct_size,
+                    sizeof(spark_cache_stats));
+    SPARK_CHECK_ARG(ctx != nullptr, "ctx", "must not be NULL");
+    const spark::CacheCounters c = ctx->impl->store().metrics().snapshot();
+    out->struct_size = sizeof(spark_cache_stats);
+    out->hits = c.hits;
+    out->misses = c.misses;
+    out->compiles = c.compiles;
+    out->corrupt_entries = c.corrupt_entries;
+    out->compile_ms = c.compile_ms;
+    out->load_ms = c.load_ms;
+  });
+}

@@ -1,5 +1,7 @@
 #include "runtime/context.h"
 
+#include <chrono>
+
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -72,7 +74,10 @@ const LoadedKernel& Context::load(const KernelKey& key) {
   k->threads = built.rendered.threads;
   k->smem_bytes = built.rendered.smem_bytes;
   k->source = built.source;
+  const auto load_start = std::chrono::steady_clock::now();
   SPARK_CU_CHECK(cu.ModuleLoadData(&k->module, built.cubin.data()));
+  store_.record_module_load(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
   const CUresult rc = cu.ModuleGetFunction(&k->function, k->module, kKernelEntryName);
   if (rc == CUDA_SUCCESS) {
     const CUresult rc2 = cu.FuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -133,6 +133,24 @@ SPARK_API void spark_context_destroy(spark_context ctx);
 /* The compute capability of the context's device (e.g. 90 for sm_90). */
 SPARK_API spark_status spark_context_compute_capability(spark_context ctx, int32_t* out);
 
+/* The kernel cache's counters for one context, since it was created. */
+typedef struct spark_cache_stats {
+  size_t struct_size;       /* set by the caller: sizeof(spark_cache_stats) */
+  uint64_t hits;            /* kernels served from a verified cache entry */
+  uint64_t misses;          /* kernels not in the cache (compiled, or refused under SPARK_JIT=0) */
+  uint64_t compiles;        /* NVRTC compiles */
+  uint64_t corrupt_entries; /* entries that failed verification (moved aside, rebuilt) */
+  double compile_ms;        /* time in NVRTC */
+  double load_ms;           /* time reading + verifying entries and loading modules onto the device */
+} spark_cache_stats;
+
+/* Fills *out with the context's cache counters (`spark-cache stats` shows the totals of
+ * every process that used the cache directory).
+ * Errors: INVALID_ARGUMENT (null out, out->struct_size smaller than
+ * sizeof(spark_cache_stats), null ctx).  Thread-safe; the counters are read one by one,
+ * so a snapshot taken during a load may be off by that load. */
+SPARK_API spark_status spark_context_cache_stats(spark_context ctx, spark_cache_stats* out);
+
 /* ------------------------------------------------------------------------- */
 /* MLA query projection.                                                      */
 /* ------------------------------------------------------------------------- */

@@ -1,0 +1,103 @@
+// Helpers shared by the cache tests: temporary cache directories, small keys that
+// compile fast, child processes, and captured log warnings.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "cache/cache.h"
+#include "core/log.h"
+#include "generator/kernel_key.h"
+#include "generator/nvrtc_compile.h"
+#include "generator/render.h"
+
+namespace spark_test {
+
+namespace fs = std::filesystem;
+
+// A fresh directory, removed afterwards.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/spark-cache-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Keys of the {1,16} regime on sm_90a: about 0.15 s to compile each.
+inline spark::KernelKey small_key(int heads = 8, spark::OutDtype out = spark::OutDtype::kBf16, int k = 128) {
+  spark::KernelKey x;
+  x.heads = heads;
+  x.k = k;
+  x.n = 512;
+  x.r = 64;
+  x.regime = {1, 16};
+  x.out = out;
+  x.arch = "sm_90a";
+  return x;
+}
+
+// The cache entry name a key gets with this build.
+inline spark::CacheId id_of(const spark::KernelKey& key) {
+  return spark::cache_id(spark::render(key), spark::compile_options(key.arch), spark::nvrtc_version());
+}
+
+// Runs fn in a forked child; returns its exit code (200 + signal when killed).
+template <class Fn>
+int in_child(Fn&& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 100;
+    try {
+      rc = fn();
+    } catch (...) {
+      rc = 101;
+    }
+    std::_Exit(rc);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200 + WTERMSIG(status);
+}
+
+// Collects what spark logs while alive (the "spark" logger only; the host's are untouched).
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    spark::log().sinks().push_back(sink_);
+  }
+  ~CapturedLog() {
+    auto& sinks = spark::log().sinks();
+    for (auto it = sinks.begin(); it != sinks.end(); ++it)
+      if (*it == sink_) {
+        sinks.erase(it);
+        break;
+      }
+  }
+  size_t count(const std::string& needle) const {
+    const std::string all = text_.str();
+    size_t n = 0;
+    for (size_t pos = all.find(needle); pos != std::string::npos; pos = all.find(needle, pos + 1)) ++n;
+    return n;
+  }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+}  // namespace spark_test
