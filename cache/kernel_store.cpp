@@ -130,10 +130,15 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
   }
   auto compile_counted = [&] {
     ++delta.misses;
-    CompiledKernel c = compile(out.rendered);
-    ++delta.compiles;
-    delta.compile_ms += c.compile_ms;
-    return c;
+    try {
+      CompiledKernel c = compile(out.rendered);
+      ++delta.compiles;
+      delta.compile_ms += c.compile_ms;
+      return c;
+    } catch (...) {
+      count(delta);  // a failed compile is still a miss
+      throw;
+    }
   };
 
   if (!writable()) {
@@ -151,13 +156,7 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
   // wait, then load the published entry.  A holder that dies drops the lock with it.
   EntryLock lock = cache_.lock(id);
   if (try_load(true)) return finish(BuildSource::kCacheHit);
-  CompiledKernel c;
-  try {
-    c = compile_counted();
-  } catch (...) {
-    count(delta);
-    throw;
-  }
+  CompiledKernel c = compile_counted();
   Manifest manifest = make_manifest(id, out.rendered, c, nvrtc);
   try {
     const CachedKernel published = cache_.publish(id, out.rendered, c, manifest);

@@ -13,11 +13,15 @@ namespace spark {
 
 namespace {
 
+// The host name and the pid namespace: containers that share a host name (and a cache)
+// still get different tags, so one never judges the other's pids.
 const std::string& host_tag() {
   static const std::string tag = [] {
-    char host[256] = {0};
+    char host[256] = {0}, pid_ns[64] = {0};
     ::gethostname(host, sizeof host - 1);
-    return fmt::format("{:08x}", static_cast<uint32_t>(XXH3_64bits(host, std::char_traits<char>::length(host))));
+    if (::readlink("/proc/self/ns/pid", pid_ns, sizeof pid_ns - 1) < 0) pid_ns[0] = 0;
+    const std::string owner = std::string(host) + "/" + pid_ns;
+    return fmt::format("{:08x}", static_cast<uint32_t>(XXH3_64bits(owner.data(), owner.size())));
   }();
   return tag;
 }

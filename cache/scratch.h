@@ -1,7 +1,7 @@
 // Names of temporaries (entry builds in .tmp/, eviction victims in .trash/, stats
-// updates) that record their owner: a short tag of the host name and the pid.  A process
-// killed mid-build leaves its temporary behind; the owner in the name tells such a
-// leftover from another process's work in progress.
+// updates) that record their owner: a short tag of the host (name and pid namespace) and
+// the pid.  A process killed mid-build leaves its temporary behind; the owner in the name
+// tells such a leftover from another process's work in progress.
 #pragma once
 
 #include <chrono>
