@@ -1,0 +1,216 @@
+#include "tools/spark-bench/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <tuple>
+
+namespace spark_bench {
+
+namespace {
+
+std::string label(const Row& r) {
+  return fmt::format("H={} K={} M={} w={} out={}", r.heads, r.nope, r.m, to_string(r.weights), to_string(r.out));
+}
+
+std::string check_text(const Row& r) {
+  std::string s = r.check_ok() ? "ok" : fmt::format("WARN {}+{} bad", r.pre.bad, r.post.bad);
+  if (r.host_starved) s += " starved";
+  return s;
+}
+
+// v rounded to `digits` decimals (dividing by a power of ten keeps the JSON short: 0.3581,
+// not 0.35810000000000003).
+double rounded(double v, int digits) {
+  const double p = std::pow(10.0, digits);
+  return std::round(v * p) / p;
+}
+
+// The extreme of f over the measured rows that pass `keep`; null when there are none.
+nlohmann::ordered_json extreme(const std::vector<Row>& rows, const std::function<bool(const Row&)>& keep,
+                       const std::function<double(const Row&)>& f, bool want_max) {
+  const Row* best = nullptr;
+  double best_v = 0.0;
+  size_t n = 0;
+  for (const Row& r : rows) {
+    if (!r.ok() || !keep(r)) continue;
+    ++n;
+    const double v = f(r);
+    if (best == nullptr || (want_max ? v > best_v : v < best_v)) {
+      best = &r;
+      best_v = v;
+    }
+  }
+  if (best == nullptr) return {{"value", nullptr}, {"rows", 0}};
+  return {{"value", rounded(best_v, 4)}, {"at", label(*best)}, {"rows", n}};
+}
+
+}  // namespace
+
+void Table::header() const {
+  fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {:>9} {:>9} {:>6} | {:>8} {:>5} {:>7} | {}\n", "H", "K",
+             "M", "w", "out", "L", "spark us", "staged us", "ratio", "floor us", "frac", "GB/s", "check");
+  std::fflush(f_);
+}
+
+void Table::row(const Row& r, double ceiling_tbps) const {
+  if (!r.ok()) {
+    fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {}: {}\n", r.heads, r.nope, r.m, to_string(r.weights),
+               to_string(r.out), r.layers, r.status, r.message);
+  } else {
+    fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {:>9.2f} {:>9.2f} {:>6.3f} | {:>8.2f} {:>5.2f} {:>7.0f} | {}\n",
+               r.heads, r.nope, r.m, to_string(r.weights), to_string(r.out), r.layers, r.spark_us(), r.staged_us(),
+               r.ratio(), r.floor_us(ceiling_tbps), r.fraction(ceiling_tbps), r.achieved_bytes_per_s() / 1e9,
+               check_text(r));
+  }
+  std::fflush(f_);
+}
+
+void Table::skipped_plan(int heads, int nope, WeightFormat w, OutDtype out, const std::string& status,
+                         const std::string& message, size_t rows) const {
+  fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {} ({} rows): {}\n", heads, nope, "*", to_string(w),
+             to_string(out), "-", status, rows, message);
+  std::fflush(f_);
+}
+
+void Table::note(const std::string& line) const {
+  fmt::print(f_, "# {}\n", line);
+  std::fflush(f_);
+}
+
+nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
+  nlohmann::ordered_json j = {{"H", r.heads},
+                      {"K", r.nope},
+                      {"M", r.m},
+                      {"weights", to_string(r.weights)},
+                      {"out", to_string(r.out)},
+                      {"status", r.status}};
+  if (!r.message.empty()) j["message"] = r.message;
+  if (r.weights == WeightFormat::kMxfp8) j["staged_weights"] = "bf16, dequantised from the MXFP8 weights at load";
+  j["floor_bytes"] = r.bytes;
+  j["floor_us"] = rounded(r.floor_us(ceiling_tbps), 4);
+  if (!r.ok()) return j;
+  j["layers"] = r.layers;
+  j["spark_us"] = rounded(r.spark_us(), 4);
+  j["spark_us_min"] = rounded(r.spark.min(), 4);
+  j["spark_us_max"] = rounded(r.spark.max(), 4);
+  j["staged_us"] = rounded(r.staged_us(), 4);
+  j["staged_us_min"] = rounded(r.staged.min(), 4);
+  j["staged_us_max"] = rounded(r.staged.max(), 4);
+  j["ratio"] = rounded(r.ratio(), 5);
+  j["achieved_bytes_per_s"] = std::round(r.achieved_bytes_per_s());
+  j["fraction_of_ceiling"] = rounded(r.fraction(ceiling_tbps), 5);
+  j["staged_fraction_of_ceiling"] = rounded(r.floor_us(ceiling_tbps) / r.staged_us(), 5);
+  j["replays"] = r.spark.us.size();
+  j["host_starved"] = r.host_starved;
+  auto counts = [](const CheckCounts& c) {
+    return nlohmann::ordered_json{{"compared", c.compared}, {"differ", c.differ}, {"bad", c.bad}, {"nan_spark", c.nan_spark}};
+  };
+  j["check"] = {{"ok", r.check_ok()}, {"before", counts(r.pre)}, {"after", counts(r.post)}};
+  return j;
+}
+
+nlohmann::ordered_json summarize(const std::vector<Row>& rows, double ceiling_tbps) {
+  auto decode = [](const Row& r) {
+    return (r.heads == 8 || r.heads == 11 || r.heads == 16) && r.m <= 32 && r.weights == WeightFormat::kBf16;
+  };
+  auto ratio = [](const Row& r) { return r.ratio(); };
+  nlohmann::ordered_json s;
+
+  s["decode_max_ratio_bf16_out"] = extreme(
+      rows, [&](const Row& r) { return decode(r) && r.out == OutDtype::kBf16; }, ratio, true);
+  s["decode_max_ratio_bf16_out"]["what"] = "H in {8,11,16}, M <= 32, bf16 weights: max spark/staged";
+  s["decode_max_ratio_e4m3_out"] = extreme(
+      rows, [&](const Row& r) { return decode(r) && r.out == OutDtype::kE4m3; }, ratio, true);
+  s["decode_max_ratio_e4m3_out"]["what"] = "H in {8,11,16}, M <= 32, bf16 weights: max spark/staged";
+  s["decode_max_ratio_e4m3_out"]["target_max"] = 0.2;
+
+  s["h128_small_m_max_time_over_floor"] = extreme(
+      rows, [](const Row& r) { return r.heads == 128 && r.m <= 32 && r.weights == WeightFormat::kBf16; },
+      [&](const Row& r) { return r.spark_us() / r.floor_us(ceiling_tbps); }, true);
+  s["h128_small_m_max_time_over_floor"]["what"] = "H = 128, M <= 32, bf16 weights: max spark_us / floor_us";
+
+  s["bandwidth_min_fraction_of_ceiling"] = extreme(
+      rows, [](const Row& r) { return r.heads >= 64 && r.m >= 64 && r.weights == WeightFormat::kBf16; },
+      [&](const Row& r) { return r.fraction(ceiling_tbps); }, false);
+  s["bandwidth_min_fraction_of_ceiling"]["what"] = "H >= 64, M >= 64, bf16 weights: min floor_us / spark_us";
+  s["bandwidth_min_fraction_of_ceiling"]["target_min"] = 0.85;
+
+  // MXFP8 time / BF16 time of the same (H, K, M, out), H = 128, M <= 64.
+  std::map<std::tuple<int, int, int, int>, const Row*> bf16_rows;
+  for (const Row& r : rows)
+    if (r.ok() && r.weights == WeightFormat::kBf16)
+      bf16_rows[{r.heads, r.nope, r.m, static_cast<int>(r.out)}] = &r;
+  nlohmann::ordered_json mx = {{"value", nullptr}, {"rows", 0}};
+  double worst = 0.0;
+  size_t pairs = 0;
+  for (const Row& r : rows) {
+    if (!r.ok() || r.weights != WeightFormat::kMxfp8 || r.heads != 128 || r.m > 64) continue;
+    const auto it = bf16_rows.find({r.heads, r.nope, r.m, static_cast<int>(r.out)});
+    if (it == bf16_rows.end()) continue;
+    const double v = r.spark_us() / it->second->spark_us();
+    if (pairs++ == 0 || v > worst) {
+      worst = v;
+      mx = {{"value", rounded(v, 4)}, {"at", label(r)}};
+    }
+    mx["rows"] = pairs;
+  }
+  mx["what"] = "H = 128, M <= 64: max spark_us(mxfp8) / spark_us(bf16), same K, M and out";
+  mx["target_max"] = 0.6;
+  s["mxfp8_over_bf16_max_time_ratio"] = mx;
+
+  nlohmann::ordered_json slower = nlohmann::ordered_json::array();
+  size_t measured = 0, unsupported = 0, errors = 0, warnings = 0, starved = 0;
+  for (const Row& r : rows) {
+    if (r.status == "unsupported") ++unsupported;
+    if (r.status == "error") ++errors;
+    if (!r.ok()) continue;
+    ++measured;
+    if (!r.check_ok()) ++warnings;
+    if (r.host_starved) ++starved;
+    if (r.ratio() > 1.0) slower.push_back(fmt::format("{}: {:.3f}", label(r), r.ratio()));
+  }
+  s["rows_spark_slower_than_staged"] = {{"count", slower.size()}, {"rows", slower}};
+  s["rows_measured"] = measured;
+  s["rows_unsupported"] = unsupported;
+  s["rows_error"] = errors;
+  s["rows_check_warnings"] = warnings;
+  s["rows_host_starved"] = starved;
+  return s;
+}
+
+void print_summary(std::FILE* f, const nlohmann::ordered_json& s) {
+  auto line = [&](const char* title, const nlohmann::ordered_json& e, const char* target) {
+    if (e["value"].is_null()) {
+      fmt::print(f, "  {:<44} n/a (no measured rows)\n", title);
+      return;
+    }
+    fmt::print(f, "  {:<44} {:>8.3f}   {:<12} at {} ({} rows)\n", title, e["value"].get<double>(), target,
+               e["at"].get<std::string>(), e["rows"].get<size_t>());
+  };
+  fmt::print(f, "\nsummary (targets from shared/ANCHORS.md)\n");
+  line("decode max ratio vs staged, bf16 out", s["decode_max_ratio_bf16_out"], "");
+  line("decode max ratio vs staged, e4m3 out", s["decode_max_ratio_e4m3_out"], "(<= 0.2)");
+  line("H=128 M<=32 max spark_us / floor_us", s["h128_small_m_max_time_over_floor"], "");
+  line("H>=64 M>=64 bf16 w: min fraction of ceiling", s["bandwidth_min_fraction_of_ceiling"], "(>= 0.85)");
+  line("H=128 M<=64 max mxfp8 / bf16 time", s["mxfp8_over_bf16_max_time_ratio"], "(<= 0.6)");
+  const auto& slower = s["rows_spark_slower_than_staged"];
+  fmt::print(f, "  {:<44} {:>8}\n", "rows where spark is slower than staged", slower["count"].get<size_t>());
+  size_t shown = 0;
+  for (const auto& r : slower["rows"]) {
+    if (shown++ == 12) {
+      fmt::print(f, "    ...\n");
+      break;
+    }
+    fmt::print(f, "    {}\n", r.get<std::string>());
+  }
+  fmt::print(f, "  rows: {} measured, {} unsupported, {} errors, {} check warnings, {} host-starved\n",
+             s["rows_measured"].get<size_t>(), s["rows_unsupported"].get<size_t>(), s["rows_error"].get<size_t>(),
+             s["rows_check_warnings"].get<size_t>(), s["rows_host_starved"].get<size_t>());
+  std::fflush(f);
+}
+
+}  // namespace spark_bench
