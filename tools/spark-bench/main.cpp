@@ -241,6 +241,8 @@ int main(int argc, char** argv) {
     std::printf("commit %s (%s%s), %s\n", commit.commit.c_str(), commit.source.c_str(),
                 commit.dirty ? ", uncommitted changes" : "", utc_timestamp().c_str());
     std::printf("clocks: %s\n", clocks_text(nvml_before).c_str());
+    if (const char* regimes = std::getenv("SPARK_REGIMES"); regimes != nullptr)
+      std::printf("SPARK_REGIMES=%s (regime table overridden)\n", regimes);
     std::fflush(stdout);
 
     const CopyCeiling ceiling = measure_copy_ceiling(stream.get(), kCeilingCopyBytes, kCeilingReps);
@@ -283,6 +285,13 @@ int main(int argc, char** argv) {
     doc["clocks"] = {{"nvml_before", nvml_before},
                      {"nvml_after", nullptr},
                      {"nvidia_smi", smi != nullptr ? ordered_json(smi) : ordered_json(nullptr)}};
+    // Settings that change what is measured (SPARK_REGIMES overrides the regime table).
+    ordered_json environment = ordered_json::object();
+    for (const char* name : {"SPARK_REGIMES", "SPARK_JIT", "SPARK_CACHE_DIR", "SPARK_LOG_LEVEL", "SPARK_DUMP_DIR",
+                             "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG"}) {
+      if (const char* v = std::getenv(name); v != nullptr) environment[name] = v;
+    }
+    doc["environment"] = environment;
     doc["commit"] = commit.commit;
     doc["commit_source"] = commit.source;
     doc["commit_dirty"] = commit.dirty;
