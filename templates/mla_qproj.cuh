@@ -148,15 +148,14 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
       const uint2 q = *reinterpret_cast<const uint2*>(raw + k * C::kLdRaw + v * 8);
       const u32 byte = (scale_words[k] >> (8 * (((n0 + v * 8) / 32) % 4))) & 0xffu;
       const float s = e8m0_to_float(u8(byte));
+      float lo[4], hi[4];
+      e4m3x4_to_float(q.x, lo);
+      e4m3x4_to_float(q.y, hi);
       uint4 out;
-      u32* o = reinterpret_cast<u32*>(&out);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const u32 word = j < 2 ? q.x : q.y;
-        const int sh = (j % 2) * 16;
-        o[j] = pack_bf16x2(__fmul_rn(e4m3_to_float(u8(word >> sh)), s),
-                           __fmul_rn(e4m3_to_float(u8(word >> (sh + 8))), s));
-      }
+      out.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
+      out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
+      out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
+      out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
       *reinterpret_cast<uint4*>(Bs + k * C::kLdB + v * 8) = out;
     }
     __syncthreads();

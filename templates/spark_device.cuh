@@ -179,6 +179,27 @@ SPARK_DEVICE u16 pack_e4m3x2(float lo, float hi) {
 #endif
 }
 
+// Four e4m3fn bytes (byte 0 first) -> four floats, exactly.  One conversion instruction
+// per pair on sm_89+ (e4m3 values are exact in f16), the bit decode elsewhere.
+SPARK_DEVICE void e4m3x4_to_float(u32 v, float (&f)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u32 h01, h23;
+  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
+      : "=r"(h01), "=r"(h23)
+      : "r"(v));
+  asm("{\n .reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
+      : "=f"(f[0]), "=f"(f[1])
+      : "r"(h01));
+  asm("{\n .reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
+      : "=f"(f[2]), "=f"(f[3])
+      : "r"(h23));
+#else
+#pragma unroll
+  for (int i = 0; i < 4; ++i) f[i] = e4m3_to_float(u8(v >> (8 * i)));
+#endif
+}
+
 // The e4m3 output of two bf16 values (packed in a u32) under scale 1/q_scale.
 SPARK_DEVICE u16 bf16x2_to_e4m3x2(u32 v, float inv) {
   const float lo = scale_clamp_e4m3(bits_float(v << 16), inv);
