@@ -95,7 +95,8 @@ std::vector<RegimeEntry> regime_table(std::string_view arch) {
   if (override_table) return *override_table;
   // Decode (M <= 16): one 16-row MMA tile, narrow N tiles so even H = 8 spreads over
   // 128 CTAs, K split over two warp groups to halve the serial MMA chain.
-  // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.
+  // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.  tile_config() widens
+  // some of these per head count and arch (measured: bench/NOTES.md).
   return {
       {{1, 16}, TileConfig{16, 32, 16, 16, 2}},
       {{17, 128}, TileConfig{32, 64, 16, 32, 1}},
@@ -116,9 +117,33 @@ std::vector<RegimeEntry> regimes_up_to(std::string_view arch, int max_m) {
   return out;
 }
 
+namespace {
+
+// Per-shape refinements of the default table, each from a measured sweep (bench/NOTES.md).
+TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile) {
+  if (env_string("SPARK_REGIMES")) return tile;  // an override is taken verbatim
+  const ArchInfo& arch = arch_info(key.arch);
+  if (index == 0 && key.heads >= 32) {
+    // Many heads already fill the machine: wider N tiles halve the q re-reads and CTAs.
+    return TileConfig{16, 64, 16, 32, 2};
+  }
+  if (index == 1 && key.heads <= 16) {
+    // Few heads: 16-row tiles with K split keep enough CTAs in flight at M = 17..128.
+    return TileConfig{16, 64, 16, 16, 2};
+  }
+  if (index == 2 && arch.max_smem_per_block >= 200 * 1024) {
+    // 128 x 128 tiles read q and the weights a third less often from L2.
+    return TileConfig{128, 128, 32, 64, 1};
+  }
+  return tile;
+}
+
+}  // namespace
+
 TileConfig tile_config(const KernelKey& key) {
-  for (const RegimeEntry& e : regime_table(key.arch))
-    if (e.regime == key.regime) return e.tile;
+  const auto table = regime_table(key.arch);
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i].regime == key.regime) return refine_for_shape(key, i, table[i].tile);
   SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "kernel key '{}': M regime {}-{} is not a regime of {}", key.name(),
              key.regime.m_min, key.regime.m_max, key.arch);
 }

@@ -117,3 +117,36 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x48x16x16x1"), Error);         // 512 % 48
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x32"), Error);
 }
+
+TEST_CASE("per-shape tiles fit every arch's shared memory and differ where tuned") {
+  for (const ArchInfo& a : supported_archs())
+    for (const RegimeEntry& e : regime_table(a.name))
+      for (int h : {1, 8, 11, 16, 32, 64, 128})
+        for (int k : {128, 192})
+          for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
+            for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8}) {
+              KernelKey key;
+              key.heads = h;
+              key.k = k;
+              key.n = 512;
+              key.r = 64;
+              key.regime = e.regime;
+              key.out = o;
+              key.weights = w;
+              key.arch = std::string(a.name);
+              const TileConfig t = tile_config(key);
+              CAPTURE(key.name());
+              CHECK(t.smem_bytes(k, o, w) <= a.max_smem_per_block);
+              CHECK(k % (16 * t.ksplit) == 0);
+            }
+  KernelKey few;
+  few.heads = 8;
+  few.k = 192;
+  few.n = 512;
+  few.r = 64;
+  few.regime = {1, 16};
+  few.arch = "sm_90a";
+  KernelKey many = few;
+  many.heads = 128;
+  CHECK(tile_config(few).describe() != tile_config(many).describe());
+}
