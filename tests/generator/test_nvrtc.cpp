@@ -67,6 +67,18 @@ TEST_CASE("a failed compile carries the NVRTC log") {
   }
 }
 
+TEST_CASE("registers are read from the cubin itself, agreeing with ptxas") {
+  const CompiledKernel c = compile(render(key("sm_90a", {1, 16}, OutDtype::kE4m3)));
+  KernelResources from_elf;
+  fill_resources_from_cubin(c.cubin, kKernelEntryName, from_elf);
+  CHECK(from_elf.registers == c.resources.registers);
+  CHECK(from_elf.local_bytes == c.resources.local_bytes);
+  CHECK(from_elf.shared_static_bytes >= 0);
+  KernelResources none;
+  fill_resources_from_cubin("not an elf", kKernelEntryName, none);
+  CHECK(none.registers == -1);
+}
+
 TEST_CASE("ptxas resource report parsing") {
   const auto r = parse_ptxas_report(
       "ptxas info    : Function properties for spark_mla_qproj\n"
