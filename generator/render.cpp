@@ -38,19 +38,22 @@ RenderedSource render(const KernelKey& key) {
       "\n"
       "using Config = spark::MlaQprojConfig</*K=*/{k}, /*N=*/{n}, /*R=*/{r}, /*BM=*/{bm}, /*BN=*/{bn},\n"
       "                                     /*WM=*/{wm}, /*WN=*/{wn}, /*KSPLIT=*/{ks}, /*OUT=*/{out},\n"
-      "                                     /*WEIGHTS=*/{weights}>;\n"
+      "                                     /*WEIGHTS=*/{weights}, /*STAGES=*/{stages}>;\n"
       "static_assert(Config::kThreads == {threads}, \"host and template disagree on threads\");\n"
       "static_assert(Config::kSmemBytes == {smem}, \"host and template disagree on shared memory\");\n"
       "\n"
-      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const spark::MlaQprojParams params) {{\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}{min_blocks}) {entry}(const spark::MlaQprojParams params) {{\n"
       "  spark::mla_qproj<Config>(params);\n"
       "}}\n",
       fmt::arg("key", key.name()), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", t.describe()),
       fmt::arg("smem", r.smem_bytes), fmt::arg("k", key.k), fmt::arg("n", key.n), fmt::arg("r", key.r),
       fmt::arg("bm", t.bm), fmt::arg("bn", t.bn), fmt::arg("wm", t.wm), fmt::arg("wn", t.wn),
       fmt::arg("ks", t.ksplit), fmt::arg("out", key.out == OutDtype::kBf16 ? 0 : 1),
-      fmt::arg("weights", key.weights == WeightFormat::kBf16 ? 0 : 1),
-      fmt::arg("threads", r.threads), fmt::arg("entry", kKernelEntryName));
+      fmt::arg("weights", key.weights == WeightFormat::kBf16 ? 0 : 1), fmt::arg("stages", t.stages),
+      fmt::arg("threads", r.threads),
+      // 256-thread tiles hold 64+ accumulators per thread: let ptxas use up to 255
+      // registers (one CTA per SM) rather than spill; smaller tiles keep its default.
+      fmt::arg("min_blocks", r.threads >= 256 ? ", 1" : ""), fmt::arg("entry", kKernelEntryName));
   return r;
 }
 

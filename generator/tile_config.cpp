@@ -40,18 +40,23 @@ std::string arch_for_compute_capability(int cc) {
   SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "compute capability {}.{} has no spark target", cc / 10, cc % 10);
 }
 
-int TileConfig::smem_bytes(int k, OutDtype out, WeightFormat weights) const {
-  // Mirrors MlaQprojConfig::kSmemBytes in templates/mla_qproj.cuh.
+int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
+  // Mirrors MlaQprojConfig::kStageBytes in templates/mla_qproj.cuh.
   const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
   const int mx = weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * 4 : 0;
   const int main = bm * (k + 8) * 2 + k * (bn + 8) * 2 + mx;
   const int red = (ksplit - 1) * (bm / wm) * (bn / wn) * (wm / 16) * (wn / 8) * 4 * 32 * 4;
   const int staged = bm * (bn * out_bytes + 16);
-  return std::max(main, red + staged);
+  return (std::max(main, red + staged) + 127) / 128 * 128;
+}
+
+int TileConfig::smem_bytes(int k, OutDtype out, WeightFormat weights) const {
+  return std::max(stages, 1) * stage_bytes(k, out, weights);
 }
 
 std::string TileConfig::describe() const {
-  return fmt::format("BM={} BN={} WM={} WN={} KSPLIT={} threads={}", bm, bn, wm, wn, ksplit, threads());
+  return fmt::format("BM={} BN={} WM={} WN={} KSPLIT={} STAGES={} threads={}", bm, bn, wm, wn, ksplit, stages,
+                     threads());
 }
 
 std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
@@ -63,10 +68,11 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
     RegimeEntry e;
     TileConfig& t = e.tile;
     char tail = 0;
-    const int n = std::sscanf(item.c_str(), "%d-%d:%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm,
-                              &t.bn, &t.wm, &t.wn, &t.ksplit, &tail);
-    SPARK_CHECK(n == 7, SPARK_ERROR_INVALID_ARGUMENT,
-                "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT (e.g. 1-16:16x32x16x16x2)", item);
+    t.stages = 0;
+    const int n = std::sscanf(item.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max,
+                              &t.bm, &t.bn, &t.wm, &t.wn, &t.ksplit, &t.stages, &tail);
+    SPARK_CHECK((n == 7 || n == 8) && t.stages >= 0 && t.stages <= 2, SPARK_ERROR_INVALID_ARGUMENT,
+                "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES] (e.g. 1-16:16x32x16x16x2)", item);
     const int expected_min = table.empty() ? 1 : table.back().regime.m_max + 1;
     SPARK_CHECK(e.regime.m_min == expected_min && e.regime.m_max >= e.regime.m_min, SPARK_ERROR_INVALID_ARGUMENT,
                 "SPARK_REGIMES: regime '{}' must start at M = {}", item, expected_min);
@@ -98,9 +104,9 @@ std::vector<RegimeEntry> regime_table(std::string_view arch) {
   // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.  tile_config() widens
   // some of these per head count and arch (measured: bench/NOTES.md).
   return {
-      {{1, 16}, TileConfig{16, 32, 16, 16, 2}},
-      {{17, 128}, TileConfig{32, 64, 16, 32, 1}},
-      {{129, 8192}, TileConfig{128, 64, 32, 32, 1}},
+      {{1, 16}, TileConfig{16, 32, 16, 16, 2, 0}},
+      {{17, 128}, TileConfig{32, 64, 16, 32, 1, 0}},
+      {{129, 8192}, TileConfig{128, 64, 32, 32, 1, 0}},
   };
 }
 
@@ -125,15 +131,15 @@ TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile)
   const ArchInfo& arch = arch_info(key.arch);
   if (index == 0 && key.heads >= 32) {
     // Many heads already fill the machine: wider N tiles halve the q re-reads and CTAs.
-    return TileConfig{16, 64, 16, 32, 2};
+    return TileConfig{16, 64, 16, 32, 2, 0};
   }
   if (index == 1 && key.heads <= 16) {
     // Few heads: 16-row tiles with K split keep enough CTAs in flight at M = 17..128.
-    return TileConfig{16, 64, 16, 16, 2};
+    return TileConfig{16, 64, 16, 16, 2, 0};
   }
   if (index == 2 && arch.max_smem_per_block >= 200 * 1024) {
     // 128 x 128 tiles read q and the weights a third less often from L2.
-    return TileConfig{128, 128, 32, 64, 1};
+    return TileConfig{128, 128, 32, 64, 1, 0};
   }
   return tile;
 }
@@ -143,7 +149,15 @@ TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile)
 TileConfig tile_config(const KernelKey& key) {
   const auto table = regime_table(key.arch);
   for (size_t i = 0; i < table.size(); ++i)
-    if (table[i].regime == key.regime) return refine_for_shape(key, i, table[i].tile);
+    if (table[i].regime == key.regime) {
+      TileConfig t = refine_for_shape(key, i, table[i].tile);
+      if (t.stages == 0) {
+        // Double-buffer (persistent grid) wherever two stages fit in shared memory.
+        t.stages = 2;
+        if (t.smem_bytes(key.k, key.out, key.weights) > arch_info(key.arch).max_smem_per_block) t.stages = 1;
+      }
+      return t;
+    }
   SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "kernel key '{}': M regime {}-{} is not a regime of {}", key.name(),
              key.regime.m_min, key.regime.m_max, key.arch);
 }

@@ -27,8 +27,11 @@ struct TileConfig {
   int bm = 16, bn = 32;  // CTA tile
   int wm = 16, wn = 16;  // warp tile
   int ksplit = 1;        // warp groups splitting K
+  int stages = 1;        // 1: a CTA per tile; 2: persistent, double-buffered (0: decide by size)
 
   int threads() const { return (bm / wm) * (bn / wn) * ksplit * 32; }
+  // Shared memory of one stage (a tile's copies, reused by its epilogue).
+  int stage_bytes(int k, OutDtype out, WeightFormat weights) const;
   // Dynamic shared memory; the rendered source static_asserts the kernel agrees.
   int smem_bytes(int k, OutDtype out, WeightFormat weights) const;
   std::string describe() const;

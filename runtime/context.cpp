@@ -32,6 +32,7 @@ Context::Context(int device) : device_(device), store_(default_cache_dir()) {
   SPARK_CU_CHECK(cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cu_device_));
   SPARK_CU_CHECK(cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cu_device_));
   cc_ = major * 10 + minor;
+  SPARK_CU_CHECK(cu.DeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, cu_device_));
   arch_ = arch_for_compute_capability(cc_);
   SPARK_CU_CHECK(cu.DevicePrimaryCtxRetain(&ctx_, cu_device_));
   log().info("context on device {} (sm_{}), kernels for {}, cache {}", device, cc_, arch_,
@@ -78,22 +79,20 @@ const LoadedKernel& Context::load(const KernelKey& key) {
   SPARK_CU_CHECK(cu.ModuleLoadData(&k->module, built.cubin.data()));
   store_.record_module_load(
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
-  const CUresult rc = cu.ModuleGetFunction(&k->function, k->module, kKernelEntryName);
-  if (rc == CUDA_SUCCESS) {
-    const CUresult rc2 = cu.FuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             k->smem_bytes);
-    if (rc2 != CUDA_SUCCESS) {
-      cu.ModuleUnload(k->module);
-      kernels_.erase(key.name());
-      SPARK_FAIL(SPARK_ERROR_CUDA, "cannot give {} {} bytes of shared memory: {}", key.name(), k->smem_bytes,
-                 cu_result_name(rc2));
-    }
-  } else {
+  auto fail = [&](const std::string& what, CUresult rc) {
     cu.ModuleUnload(k->module);
     kernels_.erase(key.name());
-    SPARK_FAIL(SPARK_ERROR_CUDA, "cubin of {} has no kernel {}: {}", key.name(), kKernelEntryName,
-               cu_result_name(rc));
-  }
+    SPARK_FAIL(SPARK_ERROR_CUDA, "{} {}: {}", what, key.name(), cu_result_name(rc));
+  };
+  CUresult rc = cu.ModuleGetFunction(&k->function, k->module, kKernelEntryName);
+  if (rc != CUDA_SUCCESS) fail(fmt::format("no kernel {} in the cubin of", kKernelEntryName), rc);
+  rc = cu.FuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->smem_bytes);
+  if (rc != CUDA_SUCCESS) fail(fmt::format("cannot give {} bytes of shared memory to", k->smem_bytes), rc);
+  int per_sm = 0;
+  rc = cu.OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->function, k->threads,
+                                                    static_cast<size_t>(k->smem_bytes));
+  if (rc != CUDA_SUCCESS || per_sm < 1) fail("cannot make a CTA resident for", rc);
+  k->resident_ctas = per_sm * sm_count_;
   log().debug("loaded {} ({})", key.name(), to_string(built.source));
   slot = std::move(k);
   return *slot;

@@ -18,6 +18,7 @@ struct LoadedKernel {
   TileConfig tile;
   int threads = 0;
   int smem_bytes = 0;
+  int resident_ctas = 1;  // CTAs of this kernel the whole device holds at once
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   BuildSource source = BuildSource::kCacheHit;
@@ -57,6 +58,7 @@ class Context {
  private:
   int device_;
   int cc_ = 0;
+  int sm_count_ = 1;
   std::string arch_;
   CUdevice cu_device_ = 0;
   CUcontext ctx_ = nullptr;

@@ -48,6 +48,7 @@ Loaded load() {
   bind(lib, "cuFuncSetAttribute", d.FuncSetAttribute, e);
   bind(lib, "cuLaunchKernelEx", d.LaunchKernelEx, e);
   bind(lib, "cuStreamIsCapturing", d.StreamIsCapturing, e);
+  bind(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", d.OccupancyMaxActiveBlocksPerMultiprocessor, e);
   bind(lib, "cuGetErrorName", d.GetErrorName, e);
   if (!e.empty()) return l;
   const CUresult rc = d.Init(0);

@@ -25,6 +25,7 @@ struct CudaDriver {
   CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
   CUresult (*LaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
+  CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
   CUresult (*GetErrorName)(CUresult, const char**);
 };
 

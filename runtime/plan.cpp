@@ -1,5 +1,7 @@
 #include "runtime/plan.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "generator/tile_config.h"
 #include "runtime/validate.h"
@@ -66,12 +68,15 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
   p.out_stride_h = args->out_stride_h;
   p.q_scale = args->q_scale;
   p.m = m;
+  p.heads = desc_.heads;
   void* params[] = {&p};
 
   CUlaunchConfig cfg{};
-  cfg.gridDimX = static_cast<unsigned>(desc_.latent_dim / k.tile.bn);
-  cfg.gridDimY = static_cast<unsigned>((m + k.tile.bm - 1) / k.tile.bm);
-  cfg.gridDimZ = static_cast<unsigned>(desc_.heads);
+  const long long tiles = static_cast<long long>(desc_.latent_dim / k.tile.bn) *
+                          ((m + k.tile.bm - 1) / k.tile.bm) * desc_.heads;
+  // Two stages: a persistent grid of at most the CTAs that fit on the device at once.
+  cfg.gridDimX = static_cast<unsigned>(k.tile.stages == 2 ? std::min<long long>(tiles, k.resident_ctas) : tiles);
+  cfg.gridDimY = cfg.gridDimZ = 1;
   cfg.blockDimX = static_cast<unsigned>(k.threads);
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = static_cast<unsigned>(k.smem_bytes);

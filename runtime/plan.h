@@ -26,6 +26,7 @@ struct MlaQprojLaunchParams {
   long long out_stride_m, out_stride_h;
   const float* q_scale;
   int m;
+  int heads;
 };
 
 class Plan {

@@ -1,18 +1,21 @@
 // The fused MLA query projection:
 //   out[m, h, 0:N]   = q_nope[h, m, :] @ W[h]      (bf16 x bf16 -> fp32 -> bf16 | e4m3)
 //   out[m, h, N:N+R] = q_pe[m, h, :]               (copied, or scaled to e4m3)
-// One CTA computes a BM x BN tile of one head.  The whole K extent of its q rows and of
-// its weight columns is requested at once (16-byte cp.async), so a CTA waits for one
-// memory round trip, not one per K step; warps then run mma.sync over K, optionally
-// split over KSPLIT warp groups and reduced in shared memory in a fixed order.
-// Grid: (N / BN, ceil(M / BM), H), N tiles fastest so CTAs that share q rows run together.
+// A tile is BM x BN outputs of one head.  The whole K extent of its q rows and of its
+// weight columns is requested at once (16-byte cp.async), so a tile waits for one memory
+// round trip, not one per K step; warps then run mma.sync over K, optionally split over
+// KSPLIT warp groups and reduced in shared memory in a fixed order.
+// Tiles are numbered with N fastest, then M, then heads, so neighbours share q rows and
+// weights in L2.  STAGES == 1: one CTA per tile.  STAGES == 2: a persistent grid; each CTA
+// walks tiles gridDim.x apart and requests the next tile's copies into the other shared
+// memory stage before computing and storing the current one, so memory never idles.
 #pragma once
 
 #include "spark_device.cuh"
 
 namespace spark {
 
-// Kernel parameters, passed by value; mirrored on the host (runtime/launch_params.h).
+// Kernel parameters, passed by value; mirrored on the host (runtime/plan.h).
 struct MlaQprojParams {
   const u16* q_nope;
   long long q_nope_stride_h, q_nope_stride_m;
@@ -26,15 +29,17 @@ struct MlaQprojParams {
   long long out_stride_m, out_stride_h;
   const float* q_scale;
   int m;
+  int heads;
 };
 
 enum class OutKind { kBf16 = 0, kE4m3 = 1 };
 enum class WeightKind { kBf16 = 0, kMxfp8 = 1 };
 
-template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_, int WEIGHTS_>
+template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_, int WEIGHTS_,
+          int STAGES_>
 struct MlaQprojConfig {
   static constexpr int K = K_, N = N_, R = R_;
-  static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, KSPLIT = KSPLIT_;
+  static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, KSPLIT = KSPLIT_, kStages = STAGES_;
   static constexpr OutKind kOut = OutKind(OUT_);
   static constexpr WeightKind kWeights = WeightKind(WEIGHTS_);
   static constexpr bool kMx = kWeights == WeightKind::kMxfp8;
@@ -50,117 +55,130 @@ struct MlaQprojConfig {
   static constexpr int kSmemC = BM * kLdC;
   static constexpr int kSmemRed = (KSPLIT - 1) * kWarpsPerSplit * (WM / 16) * (WN / 8) * 4 * 32 * 4;
   // MXFP8: the raw e4m3 tile (rows padded to keep 16-byte copies aligned) and, per K
-  // row, the one 4-byte word of scale bytes that covers this CTA's BN columns.
+  // row, the one 4-byte word of scale bytes that covers this tile's BN columns.
   static constexpr int kLdRaw = BN + 16;
   static constexpr int kSmemRaw = kMx ? K * kLdRaw : 0;
   static constexpr int kSmemScales = kMx ? K * 4 : 0;
   static constexpr int kSmemMain = kSmemA + kSmemB + kSmemRaw + kSmemScales;
-  static constexpr int kSmemBytes = kSmemMain > kSmemRed + kSmemC ? kSmemMain : kSmemRed + kSmemC;
+  // One stage holds a tile's copies; its epilogue (reduction + staged output) reuses it.
+  static constexpr int kStageRaw = kSmemMain > kSmemRed + kSmemC ? kSmemMain : kSmemRed + kSmemC;
+  static constexpr int kStageBytes = (kStageRaw + 127) / 128 * 128;
+  static constexpr int kSmemBytes = kStages * kStageBytes;
 
   static_assert(K % (16 * KSPLIT) == 0, "K must split into 16-wide steps per warp group");
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "warp tiling");
   static_assert(N % BN == 0 && R % 8 == 0, "N tiles and RoPE vectors");
   static_assert(!kMx || (BN % 32 == 0 && 128 % BN == 0), "an MXFP8 tile's scales fit one 4-byte word");
+  static_assert(kStages == 1 || kStages == 2, "one stage, or two for the persistent grid");
+};
+
+struct Tile {
+  int h, m0, n0;
 };
 
 template <class C>
-__device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
-  extern __shared__ __align__(128) u8 smem[];
-  u16* As = reinterpret_cast<u16*>(smem);
-  u16* Bs = reinterpret_cast<u16*>(smem + C::kSmemA);
+__device__ __forceinline__ Tile tile_at(int t, int tiles_m) {
+  constexpr int kTilesN = C::N / C::BN;
+  return Tile{t / (kTilesN * tiles_m), (t / kTilesN) % tiles_m * C::BM, t % kTilesN * C::BN};
+}
 
+// The weight columns of a tile.  Weights do not depend on the previous kernel, so the
+// first tile requests them before waiting on it.
+template <class C>
+__device__ __forceinline__ void load_weights(const MlaQprojParams& p, u8* stage, const Tile& t) {
   const int tid = threadIdx.x;
-  const int n0 = blockIdx.x * C::BN;
-  const int m0 = blockIdx.y * C::BM;
-  const int h = blockIdx.z;
-  const int M = p.m;
-
-  u8* raw = smem + C::kSmemA + C::kSmemB;
-  u32* scale_words = reinterpret_cast<u32*>(raw + C::kSmemRaw);
-
-  // Weights do not depend on the previous kernel: request them before waiting on it.
   if constexpr (C::kMx) {
-    const u8* wh = static_cast<const u8*>(p.w) + h * p.w_stride_h + n0;
+    u8* raw = stage + C::kSmemA + C::kSmemB;
+    u32* scale_words = reinterpret_cast<u32*>(raw + C::kSmemRaw);
+    const u8* wh = static_cast<const u8*>(p.w) + t.h * p.w_stride_h + t.n0;
     constexpr int kChunks = C::BN / 16;
     for (int i = tid; i < C::K * kChunks; i += C::kThreads) {
       const int k = i / kChunks, c = i % kChunks;
       cp_async_16(raw + k * C::kLdRaw + c * 16, wh + k * p.w_stride_k + c * 16, 16);
     }
-    const u8* sh = p.w_scale + h * p.w_scale_stride_h + (n0 / 32 / 4) * 4;
+    const u8* sh = p.w_scale + t.h * p.w_scale_stride_h + (t.n0 / 32 / 4) * 4;
     for (int k = tid; k < C::K; k += C::kThreads) cp_async_4(scale_words + k, sh + k * p.w_scale_stride_k);
   } else {
-    const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + n0;
+    u16* Bs = reinterpret_cast<u16*>(stage + C::kSmemA);
+    const u16* wh = static_cast<const u16*>(p.w) + t.h * p.w_stride_h + t.n0;
     constexpr int kChunks = C::BN / 8;
     for (int i = tid; i < C::K * kChunks; i += C::kThreads) {
       const int k = i / kChunks, c = i % kChunks;
       cp_async_16(Bs + k * C::kLdB + c * 8, wh + k * p.w_stride_k + c * 8, 16);
     }
   }
-  grid_dependency_wait();
-  {
-    const u16* qh = p.q_nope + h * p.q_nope_stride_h;
-    constexpr int kChunks = C::K / 8;
-    for (int i = tid; i < C::BM * kChunks; i += C::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      const bool valid = m0 + r < M;
-      const u16* src = valid ? qh + (m0 + r) * p.q_nope_stride_m + c * 8 : p.q_nope;
-      cp_async_16(As + r * C::kLdA + c * 8, src, valid ? 16 : 0);
+}
+
+// The q rows of a tile; rows >= M are zero-filled without being read.
+template <class C>
+__device__ __forceinline__ void load_q(const MlaQprojParams& p, u8* stage, const Tile& t) {
+  u16* As = reinterpret_cast<u16*>(stage);
+  const u16* qh = p.q_nope + t.h * p.q_nope_stride_h;
+  constexpr int kChunks = C::K / 8;
+  for (int i = threadIdx.x; i < C::BM * kChunks; i += C::kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool valid = t.m0 + r < p.m;
+    const u16* src = valid ? qh + (t.m0 + r) * p.q_nope_stride_m + c * 8 : p.q_nope;
+    cp_async_16(As + r * C::kLdA + c * 8, src, valid ? 16 : 0);
+  }
+}
+
+// The RoPE columns, once per (row, head): by the tiles of the first N block.
+template <class C>
+__device__ __forceinline__ void copy_rope(const MlaQprojParams& p, const Tile& t, float inv_scale) {
+  constexpr int kVec = C::R / 8;
+  for (int i = threadIdx.x; i < C::BM * kVec; i += C::kThreads) {
+    const int r = i / kVec, v = i % kVec;
+    const int m = t.m0 + r;
+    if (m >= p.m) continue;
+    const uint4 x = *reinterpret_cast<const uint4*>(p.q_pe + m * p.q_pe_stride_m + t.h * p.q_pe_stride_h + v * 8);
+    const long long o = m * p.out_stride_m + t.h * p.out_stride_h + C::N + v * 8;
+    if (C::kOut == OutKind::kBf16) {
+      *reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + o) = x;
+    } else {
+      uint2 y;
+      y.x = u32(bf16x2_to_e4m3x2(x.x, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.y, inv_scale)) << 16);
+      y.y = u32(bf16x2_to_e4m3x2(x.z, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.w, inv_scale)) << 16);
+      *reinterpret_cast<uint2*>(static_cast<u8*>(p.out) + o) = y;
     }
   }
-  cp_async_commit();
+}
 
-  float inv_scale = 1.0f;
-  if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
-
-  // The RoPE columns, once per (row, head): by the CTAs of the first N tile, while the
-  // copies above are in flight.
-  if (blockIdx.x == 0) {
-    constexpr int kVec = C::R / 8;
-    for (int i = tid; i < C::BM * kVec; i += C::kThreads) {
-      const int r = i / kVec, v = i % kVec;
-      const int m = m0 + r;
-      if (m >= M) continue;
-      const uint4 x = *reinterpret_cast<const uint4*>(p.q_pe + m * p.q_pe_stride_m +
-                                                      h * p.q_pe_stride_h + v * 8);
-      const long long o = m * p.out_stride_m + h * p.out_stride_h + C::N + v * 8;
-      if (C::kOut == OutKind::kBf16) {
-        *reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + o) = x;
-      } else {
-        uint2 y;
-        y.x = u32(bf16x2_to_e4m3x2(x.x, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.y, inv_scale)) << 16);
-        y.y = u32(bf16x2_to_e4m3x2(x.z, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.w, inv_scale)) << 16);
-        *reinterpret_cast<uint2*>(static_cast<u8*>(p.out) + o) = y;
-      }
-    }
+// MXFP8: dequantise the raw tile into the bf16 tile the MMAs read:
+// RN_bf16(float(e4m3) * 2^(byte-127)).  The product is exact in float (4 significant bits
+// times a power of two), so one rounding to bf16 gives the rule's bits, subnormals included.
+template <class C>
+__device__ __forceinline__ void dequantise_weights(u8* stage, const Tile& t) {
+  u16* Bs = reinterpret_cast<u16*>(stage + C::kSmemA);
+  const u8* raw = stage + C::kSmemA + C::kSmemB;
+  const u32* scale_words = reinterpret_cast<const u32*>(raw + C::kSmemRaw);
+  constexpr int kVecs = C::BN / 8;
+  for (int i = threadIdx.x; i < C::K * kVecs; i += C::kThreads) {
+    const int k = i / kVecs, v = i % kVecs;
+    const uint2 q = *reinterpret_cast<const uint2*>(raw + k * C::kLdRaw + v * 8);
+    const u32 byte = (scale_words[k] >> (8 * (((t.n0 + v * 8) / 32) % 4))) & 0xffu;
+    const float s = e8m0_to_float(u8(byte));
+    float lo[4], hi[4];
+    e4m3x4_to_float(q.x, lo);
+    e4m3x4_to_float(q.y, hi);
+    uint4 out;
+    out.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
+    out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
+    out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
+    out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
+    *reinterpret_cast<uint4*>(Bs + k * C::kLdB + v * 8) = out;
   }
+}
 
-  cp_async_wait_all();
-  __syncthreads();
-  grid_dependents_launch();
-
-  if constexpr (C::kMx) {
-    // Dequantise into the bf16 tile the MMAs read: RN_bf16(float(e4m3) * 2^(byte-127)).
-    // The product is exact in float (4 significant bits times a power of two), so one
-    // rounding to bf16 gives the rule's bits, subnormals included.
-    constexpr int kVecs = C::BN / 8;
-    for (int i = tid; i < C::K * kVecs; i += C::kThreads) {
-      const int k = i / kVecs, v = i % kVecs;
-      const uint2 q = *reinterpret_cast<const uint2*>(raw + k * C::kLdRaw + v * 8);
-      const u32 byte = (scale_words[k] >> (8 * (((n0 + v * 8) / 32) % 4))) & 0xffu;
-      const float s = e8m0_to_float(u8(byte));
-      float lo[4], hi[4];
-      e4m3x4_to_float(q.x, lo);
-      e4m3x4_to_float(q.y, hi);
-      uint4 out;
-      out.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
-      out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
-      out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
-      out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
-      *reinterpret_cast<uint4*>(Bs + k * C::kLdB + v * 8) = out;
-    }
-    __syncthreads();
-  }
-
+// MMAs over K for one landed tile, then the converted outputs, staged in the same shared
+// memory and written as whole 16-byte (bf16) or 8-byte (e4m3) row segments: coalesced,
+// and rows >= M are never touched.  Ends with the stage free for the next copies.
+template <class C>
+__device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* stage, const Tile& t,
+                                                  float inv_scale) {
+  const u16* As = reinterpret_cast<const u16*>(stage);
+  const u16* Bs = reinterpret_cast<const u16*>(stage + C::kSmemA);
+  const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
   const int split = warp / C::kWarpsPerSplit;
   const int wrem = warp % C::kWarpsPerSplit;
@@ -194,10 +212,10 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
       }
     }
   }
-  __syncthreads();  // every warp is done with As/Bs: the space is reused below
+  __syncthreads();  // every warp is done with As/Bs: the stage is reused below
 
-  float* red = reinterpret_cast<float*>(smem);
-  u8* Cs = smem + C::kSmemRed;
+  float* red = reinterpret_cast<float*>(stage);
+  u8* Cs = stage + C::kSmemRed;
   if (C::KSPLIT > 1) {
     if (split > 0) {
       float* dst = red + ((split - 1) * C::kWarpsPerSplit + wrem) * (kTM * kTN * 4 * 32);
@@ -222,8 +240,6 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
     }
   }
 
-  // Stage the converted tile in shared memory, then write whole 16-byte (bf16) or
-  // 8-byte (e4m3) row segments: coalesced, and rows >= M are never touched.
   if (split == 0) {
     const int g = lane / 4, c2 = (lane % 4) * 2;
 #pragma unroll
@@ -248,15 +264,65 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
   constexpr int kVecs = C::BN * C::kOutBytes / kVecBytes;
   for (int i = tid; i < C::BM * kVecs; i += C::kThreads) {
     const int r = i / kVecs, v = i % kVecs;
-    const int m = m0 + r;
-    if (m >= M) continue;
+    const int m = t.m0 + r;
+    if (m >= p.m) continue;
     u8* dst = static_cast<u8*>(p.out) +
-              (m * p.out_stride_m + h * p.out_stride_h + n0) * C::kOutBytes + v * kVecBytes;
+              (m * p.out_stride_m + t.h * p.out_stride_h + t.n0) * C::kOutBytes + v * kVecBytes;
     if (kVecBytes == 16) {
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(Cs + r * C::kLdC + v * 16);
     } else {
       *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(Cs + r * C::kLdC + v * 8);
     }
+  }
+  __syncthreads();  // the staged outputs are read: the stage may take new copies
+}
+
+// One launch: tiles blockIdx.x, blockIdx.x + gridDim.x, ...  (the host launches one CTA per
+// tile when kStages == 1, and at most the resident CTAs when kStages == 2).
+template <class C>
+__device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
+  extern __shared__ __align__(128) u8 smem[];
+  const int tiles_m = (p.m + C::BM - 1) / C::BM;
+  const int total = (C::N / C::BN) * tiles_m * p.heads;
+  int t = blockIdx.x;
+  if (t >= total) return;
+
+  Tile tile = tile_at<C>(t, tiles_m);
+  load_weights<C>(p, smem, tile);
+  grid_dependency_wait();
+  load_q<C>(p, smem, tile);
+  cp_async_commit();
+
+  float inv_scale = 1.0f;
+  if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
+
+  for (int stage = 0; t < total; t += gridDim.x, stage ^= 1) {
+    u8* cur = smem + stage * C::kStageBytes;
+    if constexpr (C::kStages == 2) {
+      const int next = t + gridDim.x;
+      if (next < total) {
+        const Tile nt = tile_at<C>(next, tiles_m);
+        u8* other = smem + (stage ^ 1) * C::kStageBytes;
+        load_weights<C>(p, other, nt);
+        load_q<C>(p, other, nt);
+      }
+      cp_async_commit();  // possibly empty: keeps one group per tile
+    }
+    if (tile.n0 == 0) copy_rope<C>(p, tile, inv_scale);
+    if constexpr (C::kStages == 2) {
+      cp_async_wait_group<1>();  // this tile's copies; the next tile's stay in flight
+    } else {
+      cp_async_wait_all();
+    }
+    __syncthreads();
+    if (t == static_cast<int>(blockIdx.x)) grid_dependents_launch();
+    if constexpr (C::kMx) {
+      dequantise_weights<C>(cur, tile);
+      __syncthreads();
+    }
+    compute_and_store<C>(p, cur, tile, inv_scale);
+    if constexpr (C::kStages == 1) break;
+    tile = tile_at<C>(t + gridDim.x, tiles_m);
   }
 }
 

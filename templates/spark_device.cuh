@@ -119,6 +119,11 @@ SPARK_DEVICE void cp_async_4(void* smem, const void* gmem) {
 }
 SPARK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 SPARK_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N>
+SPARK_DEVICE void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 // Programmatic dependent launch: wait for the previous kernel's writes.  A no-op when the
 // kernel was not launched as a dependent, and on targets before sm_90.
