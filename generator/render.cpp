@@ -51,9 +51,9 @@ RenderedSource render(const KernelKey& key) {
       fmt::arg("ks", t.ksplit), fmt::arg("out", key.out == OutDtype::kBf16 ? 0 : 1),
       fmt::arg("weights", key.weights == WeightFormat::kBf16 ? 0 : 1), fmt::arg("stages", t.stages),
       fmt::arg("threads", r.threads),
-      // 256-thread tiles hold 64+ accumulators per thread: let ptxas use up to 255
-      // registers (one CTA per SM) rather than spill; smaller tiles keep its default.
-      fmt::arg("min_blocks", r.threads >= 256 ? ", 1" : ""), fmt::arg("entry", kKernelEntryName));
+      // A persistent 256-thread tile is alone on its SM: let ptxas use up to 255 registers
+      // rather than spill; otherwise keep its default, which leaves room for two CTAs.
+      fmt::arg("min_blocks", r.threads >= 256 && t.stages == 2 ? ", 1" : ""), fmt::arg("entry", kKernelEntryName));
   return r;
 }
 

@@ -151,11 +151,10 @@ TileConfig tile_config(const KernelKey& key) {
   for (size_t i = 0; i < table.size(); ++i)
     if (table[i].regime == key.regime) {
       TileConfig t = refine_for_shape(key, i, table[i].tile);
-      if (t.stages == 0) {
-        // Double-buffer (persistent grid) wherever two stages fit in shared memory.
-        t.stages = 2;
-        if (t.smem_bytes(key.k, key.out, key.weights) > arch_info(key.arch).max_smem_per_block) t.stages = 1;
-      }
+      // One stage by default: a persistent double-buffered grid (stages = 2) was measured
+      // slower everywhere (bench/NOTES.md, v1.3): twice the shared memory halves the CTAs
+      // per SM and with them the bytes in flight, which is what this kernel lives on.
+      if (t.stages == 0) t.stages = 1;
       return t;
     }
   SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "kernel key '{}': M regime {}-{} is not a regime of {}", key.name(),

@@ -27,7 +27,7 @@ struct TileConfig {
   int bm = 16, bn = 32;  // CTA tile
   int wm = 16, wn = 16;  // warp tile
   int ksplit = 1;        // warp groups splitting K
-  int stages = 1;        // 1: a CTA per tile; 2: persistent, double-buffered (0: decide by size)
+  int stages = 1;        // 1: a CTA per tile; 2: persistent, double-buffered (0: the default, 1)
 
   int threads() const { return (bm / wm) * (bn / wn) * ksplit * 32; }
   // Shared memory of one stage (a tile's copies, reused by its epilogue).
