@@ -10,54 +10,17 @@
 #include "cache/kernel_store.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "tests/cache/cache_test_util.h"
 
 using namespace spark;
 namespace fs = std::filesystem;
 
+using spark_test::in_child;
+using spark_test::TempDir;
+
 namespace {
 
-// A fresh cache directory, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/spark-cache-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-KernelKey key(OutDtype out = OutDtype::kBf16, int heads = 8) {
-  KernelKey x;
-  x.heads = heads;
-  x.k = 128;
-  x.n = 512;
-  x.r = 64;
-  x.regime = {1, 16};
-  x.out = out;
-  x.arch = "sm_90a";
-  return x;
-}
-
-// Runs fn in a child process; returns its exit code.
-template <class Fn>
-int in_child(Fn&& fn) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int rc = 100;
-    try {
-      rc = fn();
-    } catch (...) {
-      rc = 101;
-    }
-    std::_Exit(rc);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
-}
+KernelKey key(OutDtype out = OutDtype::kBf16, int heads = 8) { return spark_test::small_key(heads, out); }
 
 }  // namespace
 
