@@ -44,6 +44,20 @@ PersistentStats read_persistent_stats(const fs::path& root) {
   return s;
 }
 
+std::string persistent_stats_json(const PersistentStats& s) {
+  const CacheCounters& c = s.counters;
+  const nlohmann::ordered_json j = {{"hits", c.hits},
+                                    {"misses", c.misses},
+                                    {"compiles", c.compiles},
+                                    {"corrupt_entries", c.corrupt_entries},
+                                    {"evictions", c.evictions},
+                                    {"compile_ms", c.compile_ms},
+                                    {"load_ms", c.load_ms},
+                                    {"since_unix_ms", s.since_unix_ms},
+                                    {"updated_unix_ms", s.updated_unix_ms}};
+  return j.dump(2) + "\n";
+}
+
 void add_persistent_stats(const fs::path& root, const CacheCounters& delta) noexcept {
   try {
     const EntryLock lock = EntryLock::exclusive(root / kLocksDir / "stats.lock");
@@ -52,19 +66,9 @@ void add_persistent_stats(const fs::path& root, const CacheCounters& delta) noex
     const int64_t now = unix_ms_now();
     if (s.since_unix_ms == 0) s.since_unix_ms = now;
     s.updated_unix_ms = now;
-    const CacheCounters& c = s.counters;
-    const nlohmann::ordered_json j = {{"hits", c.hits},
-                                      {"misses", c.misses},
-                                      {"compiles", c.compiles},
-                                      {"corrupt_entries", c.corrupt_entries},
-                                      {"evictions", c.evictions},
-                                      {"compile_ms", c.compile_ms},
-                                      {"load_ms", c.load_ms},
-                                      {"since_unix_ms", s.since_unix_ms},
-                                      {"updated_unix_ms", s.updated_unix_ms}};
     // Not fsynced: advisory numbers are not worth a disk flush on every load.
     const fs::path tmp = root / kTmpDir / scratch_name(kStatsFile);
-    write_file(tmp, j.dump(2) + "\n");
+    write_file(tmp, persistent_stats_json(s));
     if (std::rename(tmp.c_str(), (root / kStatsFile).c_str()) != 0) {
       std::error_code ec;
       fs::remove(tmp, ec);

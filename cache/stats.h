@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 namespace spark {
 
@@ -32,6 +33,8 @@ struct PersistentStats {
 // Adds delta to the directory's totals.  Best effort and never throws: a read-only
 // cache keeps no totals, and stats must never fail a kernel load.
 void add_persistent_stats(const std::filesystem::path& root, const CacheCounters& delta) noexcept;
+// The totals as the JSON object stats.json holds (spark-cache stats --json reuses it).
+std::string persistent_stats_json(const PersistentStats& s);
 // Zeros when the file is absent or unreadable.
 PersistentStats read_persistent_stats(const std::filesystem::path& root);
 

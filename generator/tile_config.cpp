@@ -89,16 +89,23 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
   return table;
 }
 
-std::vector<RegimeEntry> regime_table(std::string_view arch) {
-  arch_info(arch);  // validates
-  // A tuning override (what spark-bench sweeps); it changes the rendered source, so
-  // cache entries of different tables never mix.
-  static const std::optional<std::vector<RegimeEntry>> override_table =
-      []() -> std::optional<std::vector<RegimeEntry>> {
+namespace {
+
+// The SPARK_REGIMES tuning override, read once; it changes the rendered source, so cache
+// entries of different tables never mix.
+const std::optional<std::vector<RegimeEntry>>& regime_override() {
+  static const std::optional<std::vector<RegimeEntry>> table = []() -> std::optional<std::vector<RegimeEntry>> {
     if (auto text = env_string("SPARK_REGIMES")) return parse_regime_table(*text);
     return std::nullopt;
   }();
-  if (override_table) return *override_table;
+  return table;
+}
+
+}  // namespace
+
+std::vector<RegimeEntry> regime_table(std::string_view arch) {
+  arch_info(arch);  // validates
+  if (const auto& table = regime_override()) return *table;
   // Decode (M <= 16): one 16-row MMA tile, narrow N tiles so even H = 8 spreads over
   // 128 CTAs, K split over two warp groups to halve the serial MMA chain.
   // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.  tile_config() widens
@@ -127,7 +134,7 @@ namespace {
 
 // Per-shape refinements of the default table, each from a measured sweep (bench/NOTES.md).
 TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile) {
-  if (env_string("SPARK_REGIMES")) return tile;  // an override is taken verbatim
+  if (regime_override()) return tile;  // an override is taken verbatim
   const ArchInfo& arch = arch_info(key.arch);
   if (index == 0 && key.heads >= 32) {
     // Many heads already fill the machine: wider N tiles halve the q re-reads and CTAs.

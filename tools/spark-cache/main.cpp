@@ -155,21 +155,14 @@ int cmd_stats(const spark::KernelCache& cache, bool json) {
   const spark::CacheSummary s = spark::summarize(cache);
   const spark::CacheCounters& c = s.stats.counters;
   if (json) {
-    const ordered_json j = {{"cache_dir", cache.root().string()},
-                            {"entries", s.entries},
-                            {"entry_bytes", s.entry_bytes},
-                            {"total_bytes", s.total_bytes},
-                            {"corrupt_kept", s.corrupt},
-                            {"temporaries", s.temporaries},
-                            {"hits", c.hits},
-                            {"misses", c.misses},
-                            {"compiles", c.compiles},
-                            {"corrupt_entries", c.corrupt_entries},
-                            {"evictions", c.evictions},
-                            {"compile_ms", c.compile_ms},
-                            {"load_ms", c.load_ms},
-                            {"since_unix_ms", s.stats.since_unix_ms},
-                            {"updated_unix_ms", s.stats.updated_unix_ms}};
+    ordered_json j = {{"cache_dir", cache.root().string()},
+                      {"entries", s.entries},
+                      {"entry_bytes", s.entry_bytes},
+                      {"total_bytes", s.total_bytes},
+                      {"corrupt_kept", s.corrupt},
+                      {"temporaries", s.temporaries}};
+    const ordered_json totals = ordered_json::parse(spark::persistent_stats_json(s.stats));
+    for (const auto& [name, value] : totals.items()) j[name] = value;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
