@@ -31,29 +31,43 @@ RenderedSource render(const KernelKey& key) {
   r.threads = r.tile.threads();
   r.smem_bytes = r.tile.smem_bytes(key.k, key.out, key.weights);
   const TileConfig& t = r.tile;
+  const int out = key.out == OutDtype::kBf16 ? 0 : 1;
+  const int weights = key.weights == WeightFormat::kBf16 ? 0 : 1;
+  std::string config;
+  if (t.stationary) {
+    config = fmt::format(
+        "#include \"mla_qproj_ws.cuh\"\n"
+        "\n"
+        "using Config = spark::MlaQprojWsConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BM=*/{}, /*BN=*/{},\n"
+        "                                       /*WM=*/{}, /*WN=*/{}, /*QSTAGES=*/{}, /*OUT=*/{},\n"
+        "                                       /*WEIGHTS=*/{}>;\n",
+        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.stages, out, weights);
+  } else {
+    config = fmt::format(
+        "#include \"mla_qproj.cuh\"\n"
+        "\n"
+        "using Config = spark::MlaQprojConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BM=*/{}, /*BN=*/{},\n"
+        "                                     /*WM=*/{}, /*WN=*/{}, /*KSPLIT=*/{}, /*OUT=*/{},\n"
+        "                                     /*WEIGHTS=*/{}, /*STAGES=*/{}>;\n",
+        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages);
+  }
+  // A CTA alone on its SM (persistent or weight-stationary, 256+ threads) may use all the
+  // registers rather than spill; otherwise ptxas keeps room for two CTAs.
+  const bool alone = r.threads >= 256 && (t.stages == 2 || t.stationary);
   r.source = fmt::format(
       "// spark kernel {key}\n"
       "// generator v{gen}; tile {tile}; dynamic shared memory {smem} bytes\n"
-      "#include \"mla_qproj.cuh\"\n"
-      "\n"
-      "using Config = spark::MlaQprojConfig</*K=*/{k}, /*N=*/{n}, /*R=*/{r}, /*BM=*/{bm}, /*BN=*/{bn},\n"
-      "                                     /*WM=*/{wm}, /*WN=*/{wn}, /*KSPLIT=*/{ks}, /*OUT=*/{out},\n"
-      "                                     /*WEIGHTS=*/{weights}, /*STAGES=*/{stages}>;\n"
+      "{config}"
       "static_assert(Config::kThreads == {threads}, \"host and template disagree on threads\");\n"
       "static_assert(Config::kSmemBytes == {smem}, \"host and template disagree on shared memory\");\n"
       "\n"
       "extern \"C\" __global__ void __launch_bounds__({threads}{min_blocks}) {entry}(const spark::MlaQprojParams params) {{\n"
-      "  spark::mla_qproj<Config>(params);\n"
+      "  spark::{function}<Config>(params);\n"
       "}}\n",
       fmt::arg("key", key.name()), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", t.describe()),
-      fmt::arg("smem", r.smem_bytes), fmt::arg("k", key.k), fmt::arg("n", key.n), fmt::arg("r", key.r),
-      fmt::arg("bm", t.bm), fmt::arg("bn", t.bn), fmt::arg("wm", t.wm), fmt::arg("wn", t.wn),
-      fmt::arg("ks", t.ksplit), fmt::arg("out", key.out == OutDtype::kBf16 ? 0 : 1),
-      fmt::arg("weights", key.weights == WeightFormat::kBf16 ? 0 : 1), fmt::arg("stages", t.stages),
-      fmt::arg("threads", r.threads),
-      // A persistent 256-thread tile is alone on its SM: let ptxas use up to 255 registers
-      // rather than spill; otherwise keep its default, which leaves room for two CTAs.
-      fmt::arg("min_blocks", r.threads >= 256 && t.stages == 2 ? ", 1" : ""), fmt::arg("entry", kKernelEntryName));
+      fmt::arg("smem", r.smem_bytes), fmt::arg("config", config), fmt::arg("threads", r.threads),
+      fmt::arg("min_blocks", alone ? ", 1" : ""), fmt::arg("entry", kKernelEntryName),
+      fmt::arg("function", t.stationary ? "mla_qproj_ws" : "mla_qproj"));
   return r;
 }
 

@@ -50,11 +50,30 @@ int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
   return (std::max(main, red + staged) + 127) / 128 * 128;
 }
 
+namespace {
+
+int round128(int bytes) { return (bytes + 127) / 128 * 128; }
+
+// Mirrors MlaQprojWsConfig::kSmemBytes in templates/mla_qproj_ws.cuh.
+int stationary_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat weights) {
+  const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
+  const int w = round128(k * (t.bn + 8) * 2);
+  const int stage = round128(std::max(t.bm * (k + 8) * 2 + t.bm * (64 + 8) * 2, t.bm * (t.bn * out_bytes + 16)));
+  const int raw = weights == WeightFormat::kMxfp8 ? k * (t.bn + 16) + k * (t.bn / 128) * 4 : 0;
+  return w + stage + std::max((t.stages - 1) * stage, raw);
+}
+
+}  // namespace
+
 int TileConfig::smem_bytes(int k, OutDtype out, WeightFormat weights) const {
+  if (stationary) return stationary_smem_bytes(*this, k, out, weights);
   return std::max(stages, 1) * stage_bytes(k, out, weights);
 }
 
 std::string TileConfig::describe() const {
+  if (stationary)
+    return fmt::format("weight-stationary BM={} BN={} WM={} WN={} QSTAGES={} threads={}", bm, bn, wm, wn, stages,
+                       threads());
   return fmt::format("BM={} BN={} WM={} WN={} KSPLIT={} STAGES={} threads={}", bm, bn, wm, wn, ksplit, stages,
                      threads());
 }
@@ -69,16 +88,31 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
     TileConfig& t = e.tile;
     char tail = 0;
     t.stages = 0;
-    const int n = std::sscanf(item.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max,
-                              &t.bm, &t.bn, &t.wm, &t.wn, &t.ksplit, &t.stages, &tail);
-    SPARK_CHECK((n == 7 || n == 8) && t.stages >= 0 && t.stages <= 2, SPARK_ERROR_INVALID_ARGUMENT,
-                "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES] (e.g. 1-16:16x32x16x16x2)", item);
+    int n = std::sscanf(item.c_str(), "%d-%d:ws:%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
+                        &t.wm, &t.wn, &t.stages, &tail);
+    if (n == 7) {
+      t.stationary = true;
+      SPARK_CHECK(t.stages >= 2 && t.stages <= 4 && t.bn % 128 == 0, SPARK_ERROR_INVALID_ARGUMENT,
+                  "SPARK_REGIMES: '{}': a weight-stationary tile needs 2..4 stages and BN a multiple of 128",
+                  item);
+    } else {
+      t = TileConfig{};
+      t.stages = 0;
+      n = std::sscanf(item.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
+                      &t.wm, &t.wn, &t.ksplit, &t.stages, &tail);
+      SPARK_CHECK((n == 7 || n == 8) && t.stages >= 0 && t.stages <= 2, SPARK_ERROR_INVALID_ARGUMENT,
+                  "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES] (e.g. 1-16:16x32x16x16x2) or "
+                  "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2)",
+                  item);
+      SPARK_CHECK(t.bn % 32 == 0 && 128 % t.bn == 0, SPARK_ERROR_INVALID_ARGUMENT,
+                  "SPARK_REGIMES: tile '{}': BN must be 32, 64 or 128", item);
+    }
     const int expected_min = table.empty() ? 1 : table.back().regime.m_max + 1;
     SPARK_CHECK(e.regime.m_min == expected_min && e.regime.m_max >= e.regime.m_min, SPARK_ERROR_INVALID_ARGUMENT,
                 "SPARK_REGIMES: regime '{}' must start at M = {}", item, expected_min);
     SPARK_CHECK(t.bm > 0 && t.bn > 0 && t.wm > 0 && t.wn > 0 && t.ksplit > 0 && t.bm % t.wm == 0 &&
                     t.bn % t.wn == 0 && t.wm % 16 == 0 && t.wn % 16 == 0 && 512 % t.bn == 0 &&
-                    (t.bn % 32 == 0 && 128 % t.bn == 0) && 128 % (16 * t.ksplit) == 0 &&
+                    128 % (16 * t.ksplit) == 0 &&
                     192 % (16 * t.ksplit) == 0 && t.threads() <= 1024,
                 SPARK_ERROR_INVALID_ARGUMENT, "SPARK_REGIMES: tile '{}' is not a valid tiling", item);
     table.push_back(e);
@@ -103,13 +137,36 @@ const std::optional<std::vector<RegimeEntry>>& regime_override() {
 
 }  // namespace
 
+namespace {
+
+// Targets with room for a weight-stationary CTA (>= 200 KB of shared memory per block).
+bool has_room_for_stationary(const ArchInfo& arch) { return arch.max_smem_per_block >= 200 * 1024; }
+
+TileConfig stationary(int bm, int bn, int wm, int wn, int stages) {
+  TileConfig t{bm, bn, wm, wn, 1, stages};
+  t.stationary = true;
+  return t;
+}
+
+}  // namespace
+
 std::vector<RegimeEntry> regime_table(std::string_view arch) {
-  arch_info(arch);  // validates
+  const ArchInfo& info = arch_info(arch);
   if (const auto& table = regime_override()) return *table;
   // Decode (M <= 16): one 16-row MMA tile, narrow N tiles so even H = 8 spreads over
-  // 128 CTAs, K split over two warp groups to halve the serial MMA chain.
-  // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.  tile_config() widens
-  // some of these per head count and arch (measured: bench/NOTES.md).
+  // 128 CTAs, K split over two warp groups to halve the serial MMA chain.  tile_config()
+  // widens some of these per head count (measured: bench/NOTES.md).
+  if (has_room_for_stationary(info)) {
+    // From M = 33 a CTA keeps its weights in shared memory and streams q tiles past them
+    // (templates/mla_qproj_ws.cuh): 32 x 128 tiles up to M = 128, 64 x 256 beyond.
+    return {
+        {{1, 16}, TileConfig{16, 32, 16, 16, 2, 0}},
+        {{17, 32}, TileConfig{16, 64, 16, 16, 2, 0}},
+        {{33, 128}, stationary(32, 128, 16, 32, 3)},
+        {{129, 8192}, stationary(64, 256, 32, 64, 3)},
+    };
+  }
+  // Mid (17..128): 32-row tiles.  Large: 128 x 64 tiles, 8 warps.
   return {
       {{1, 16}, TileConfig{16, 32, 16, 16, 2, 0}},
       {{17, 128}, TileConfig{32, 64, 16, 32, 1, 0}},
@@ -140,13 +197,15 @@ TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile)
     // Many heads already fill the machine: wider N tiles halve the q re-reads and CTAs.
     return TileConfig{16, 64, 16, 32, 2, 0};
   }
+  if (has_room_for_stationary(arch)) {
+    // Many heads: the stationary tiles pay from M = 17, and the wide ones from M = 33.
+    if (index == 1 && key.heads >= 32) return stationary(32, 128, 16, 32, 3);
+    if (index == 2 && key.heads >= 32) return stationary(64, 256, 32, 64, 3);
+    return tile;
+  }
   if (index == 1 && key.heads <= 16) {
     // Few heads: 16-row tiles with K split keep enough CTAs in flight at M = 17..128.
     return TileConfig{16, 64, 16, 16, 2, 0};
-  }
-  if (index == 2 && arch.max_smem_per_block >= 200 * 1024) {
-    // 128 x 128 tiles read q and the weights a third less often from L2.
-    return TileConfig{128, 128, 32, 64, 1, 0};
   }
   return tile;
 }
@@ -161,7 +220,7 @@ TileConfig tile_config(const KernelKey& key) {
       // One stage by default: a persistent double-buffered grid (stages = 2) was measured
       // slower everywhere (bench/NOTES.md, v1.3): twice the shared memory halves the CTAs
       // per SM and with them the bytes in flight, which is what this kernel lives on.
-      if (t.stages == 0) t.stages = 1;
+      if (t.stages == 0) t.stages = t.stationary ? 3 : 1;
       return t;
     }
   SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "kernel key '{}': M regime {}-{} is not a regime of {}", key.name(),

@@ -22,12 +22,16 @@ const ArchInfo& arch_info(std::string_view arch);
 // The arch spark compiles for on a device of this compute capability (e.g. 90 -> sm_90a).
 std::string arch_for_compute_capability(int cc);
 
-// The CTA tile of one regime (see templates/mla_qproj.cuh).
+// The CTA tile of one regime and its schedule.  Per-tile (templates/mla_qproj.cuh): a CTA
+// per BM x BN tile, stages 1, or 2 for a persistent double-buffered grid.  Weight-stationary
+// (templates/mla_qproj_ws.cuh): a CTA keeps BN weight columns of one head in shared memory
+// and streams M tiles through `stages` q stages; ksplit is 1.
 struct TileConfig {
   int bm = 16, bn = 32;  // CTA tile
   int wm = 16, wn = 16;  // warp tile
   int ksplit = 1;        // warp groups splitting K
-  int stages = 1;        // 1: a CTA per tile; 2: persistent, double-buffered (0: the default, 1)
+  int stages = 1;        // see above (0: the schedule's default)
+  bool stationary = false;
 
   int threads() const { return (bm / wm) * (bn / wn) * ksplit * 32; }
   // Shared memory of one stage (a tile's copies, reused by its epilogue).
@@ -42,7 +46,8 @@ struct RegimeEntry {
   TileConfig tile;
 };
 
-// "LO-HI:BMxBNxWMxWNxKSPLIT,..." -> a table (throws INVALID_ARGUMENT naming the item);
+// "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES],..." (per-tile) or "LO-HI:ws:BMxBNxWMxWNxSTAGES"
+// (weight-stationary) items -> a table (throws INVALID_ARGUMENT naming the item);
 // the format of the SPARK_REGIMES tuning override.
 std::vector<RegimeEntry> parse_regime_table(std::string_view text);
 // The regimes for an arch, ordered by M, covering 1..8192 without gaps.  SPARK_REGIMES,

@@ -40,6 +40,25 @@ const LoadedKernel& Plan::kernel_for(Slot& slot, CUstream stream) {
   return k;
 }
 
+long long stationary_m_chunks(long long blocks, long long tiles_m, long long resident) {
+  // A CTA per (head, N block, M chunk).  Waves x tiles per chunk is the critical path in
+  // tiles; take the fewest chunks within 5 % of its minimum, so the weights are copied
+  // into shared memory as few times as possible.
+  resident = std::max<long long>(resident, 1);
+  const auto cost = [&](long long chunks) {
+    const long long per_chunk = (tiles_m + chunks - 1) / chunks;
+    return (blocks * chunks + resident - 1) / resident * per_chunk;
+  };
+  long long best_cost = cost(1);
+  for (long long chunks = 2; chunks <= tiles_m; ++chunks) best_cost = std::min(best_cost, cost(chunks));
+  for (long long chunks = 1;; ++chunks) {
+    if (cost(chunks) * 20 > best_cost * 21) continue;
+    // The same tiles per chunk with no empty chunk.
+    const long long per_chunk = (tiles_m + chunks - 1) / chunks;
+    return (tiles_m + per_chunk - 1) / per_chunk;
+  }
+}
+
 void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
   validate_args(desc_, args, opts_.max_m);
   const int m = args->m;
@@ -69,13 +88,20 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
   p.q_scale = args->q_scale;
   p.m = m;
   p.heads = desc_.heads;
-  void* params[] = {&p};
+  p.m_chunks = 1;
 
   CUlaunchConfig cfg{};
-  const long long tiles = static_cast<long long>(desc_.latent_dim / k.tile.bn) *
-                          ((m + k.tile.bm - 1) / k.tile.bm) * desc_.heads;
-  // Two stages: a persistent grid of at most the CTAs that fit on the device at once.
-  cfg.gridDimX = static_cast<unsigned>(k.tile.stages == 2 ? std::min<long long>(tiles, k.resident_ctas) : tiles);
+  const long long tiles_m = (m + k.tile.bm - 1) / k.tile.bm;
+  const long long blocks = static_cast<long long>(desc_.latent_dim / k.tile.bn) * desc_.heads;
+  if (k.tile.stationary) {
+    p.m_chunks = static_cast<int>(stationary_m_chunks(blocks, tiles_m, k.resident_ctas));
+    cfg.gridDimX = static_cast<unsigned>(blocks * p.m_chunks);
+  } else {
+    const long long tiles = blocks * tiles_m;
+    // Two stages: a persistent grid of at most the CTAs that fit on the device at once.
+    cfg.gridDimX = static_cast<unsigned>(k.tile.stages == 2 ? std::min<long long>(tiles, k.resident_ctas) : tiles);
+  }
+  void* params[] = {&p};
   cfg.gridDimY = cfg.gridDimZ = 1;
   cfg.blockDimX = static_cast<unsigned>(k.threads);
   cfg.blockDimY = cfg.blockDimZ = 1;

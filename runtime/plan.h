@@ -27,7 +27,12 @@ struct MlaQprojLaunchParams {
   const float* q_scale;
   int m;
   int heads;
+  int m_chunks;
 };
+
+// The M chunks a weight-stationary launch splits each (head, N block) into: blocks of them,
+// tiles_m M tiles, resident CTAs on the device at once.
+long long stationary_m_chunks(long long blocks, long long tiles_m, long long resident);
 
 class Plan {
  public:

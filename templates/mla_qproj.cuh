@@ -30,6 +30,7 @@ struct MlaQprojParams {
   const float* q_scale;
   int m;
   int heads;
+  int m_chunks;  // weight-stationary schedule: M-tile ranges per (head, N block)
 };
 
 enum class OutKind { kBf16 = 0, kE4m3 = 1 };
@@ -123,6 +124,22 @@ __device__ __forceinline__ void load_q(const MlaQprojParams& p, u8* stage, const
   }
 }
 
+// One 8-element RoPE vector of row m, head h into the output's last R columns (e4m3:
+// scaled like the rest of the row).
+template <int N, OutKind kOut>
+__device__ __forceinline__ void store_rope_vec(const MlaQprojParams& p, int m, int h, int v, uint4 x,
+                                               float inv_scale) {
+  const long long o = m * p.out_stride_m + h * p.out_stride_h + N + v * 8;
+  if (kOut == OutKind::kBf16) {
+    *reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + o) = x;
+  } else {
+    uint2 y;
+    y.x = u32(bf16x2_to_e4m3x2(x.x, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.y, inv_scale)) << 16);
+    y.y = u32(bf16x2_to_e4m3x2(x.z, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.w, inv_scale)) << 16);
+    *reinterpret_cast<uint2*>(static_cast<u8*>(p.out) + o) = y;
+  }
+}
+
 // The RoPE columns, once per (row, head): by the tiles of the first N block.
 template <class C>
 __device__ __forceinline__ void copy_rope(const MlaQprojParams& p, const Tile& t, float inv_scale) {
@@ -132,32 +149,25 @@ __device__ __forceinline__ void copy_rope(const MlaQprojParams& p, const Tile& t
     const int m = t.m0 + r;
     if (m >= p.m) continue;
     const uint4 x = *reinterpret_cast<const uint4*>(p.q_pe + m * p.q_pe_stride_m + t.h * p.q_pe_stride_h + v * 8);
-    const long long o = m * p.out_stride_m + t.h * p.out_stride_h + C::N + v * 8;
-    if (C::kOut == OutKind::kBf16) {
-      *reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + o) = x;
-    } else {
-      uint2 y;
-      y.x = u32(bf16x2_to_e4m3x2(x.x, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.y, inv_scale)) << 16);
-      y.y = u32(bf16x2_to_e4m3x2(x.z, inv_scale)) | (u32(bf16x2_to_e4m3x2(x.w, inv_scale)) << 16);
-      *reinterpret_cast<uint2*>(static_cast<u8*>(p.out) + o) = y;
-    }
+    store_rope_vec<C::N, C::kOut>(p, m, t.h, v, x, inv_scale);
   }
 }
 
-// MXFP8: dequantise the raw tile into the bf16 tile the MMAs read:
-// RN_bf16(float(e4m3) * 2^(byte-127)).  The product is exact in float (4 significant bits
-// times a power of two), so one rounding to bf16 gives the rule's bits, subnormals included.
-template <class C>
-__device__ __forceinline__ void dequantise_weights(u8* stage, const Tile& t) {
-  u16* Bs = reinterpret_cast<u16*>(stage + C::kSmemA);
-  const u8* raw = stage + C::kSmemA + C::kSmemB;
-  const u32* scale_words = reinterpret_cast<const u32*>(raw + C::kSmemRaw);
-  constexpr int kVecs = C::BN / 8;
-  for (int i = threadIdx.x; i < C::K * kVecs; i += C::kThreads) {
-    const int k = i / kVecs, v = i % kVecs;
-    const uint2 q = *reinterpret_cast<const uint2*>(raw + k * C::kLdRaw + v * 8);
-    const u32 byte = (scale_words[k] >> (8 * (((t.n0 + v * 8) / 32) % 4))) & 0xffu;
-    const float s = e8m0_to_float(u8(byte));
+// MXFP8: rows [k_begin, k_end) of a raw e4m3 tile of columns n0.. (kLdRaw bytes per row,
+// kScaleWords 4-byte words of scale bytes per row, the first covering the 128 columns
+// that hold n0) into the bf16 tile the MMAs read: RN_bf16(float(e4m3) * 2^(byte-127)).
+// The product is exact in float (4 significant bits times a power of two), so one rounding
+// to bf16 gives the rule's bits, subnormals included.
+template <int BN, int kLdRaw, int kLdB, int kScaleWords, int kThreads>
+__device__ __forceinline__ void dequantise_rows(u16* Bs, const u8* raw, const u32* scale_words, int n0,
+                                                int k_begin, int k_end) {
+  constexpr int kVecs = BN / 8;
+  for (int i = threadIdx.x; i < (k_end - k_begin) * kVecs; i += kThreads) {
+    const int k = k_begin + i / kVecs, v = i % kVecs;
+    const int n = n0 + v * 8;
+    const uint2 q = *reinterpret_cast<const uint2*>(raw + k * kLdRaw + v * 8);
+    const u32 word = scale_words[k * kScaleWords + (n / 128 - n0 / 128)];
+    const float s = e8m0_to_float(u8((word >> (8 * ((n / 32) % 4))) & 0xffu));
     float lo[4], hi[4];
     e4m3x4_to_float(q.x, lo);
     e4m3x4_to_float(q.y, hi);
@@ -166,13 +176,99 @@ __device__ __forceinline__ void dequantise_weights(u8* stage, const Tile& t) {
     out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
     out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
     out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
-    *reinterpret_cast<uint4*>(Bs + k * C::kLdB + v * 8) = out;
+    *reinterpret_cast<uint4*>(Bs + k * kLdB + v * 8) = out;
+  }
+}
+
+// MXFP8: the whole raw tile of one stage.
+template <class C>
+__device__ __forceinline__ void dequantise_weights(u8* stage, const Tile& t) {
+  const u8* raw = stage + C::kSmemA + C::kSmemB;
+  dequantise_rows<C::BN, C::kLdRaw, C::kLdB, 1, C::kThreads>(reinterpret_cast<u16*>(stage + C::kSmemA), raw,
+                                                             reinterpret_cast<const u32*>(raw + C::kSmemRaw),
+                                                             t.n0, 0, C::K);
+}
+
+// One warp's MMAs over kSteps 16-wide K steps from k_first: A (row-major, kLdA elements
+// per row) starts at the warp's first row, B (K rows of kLdB elements) at its first column.
+template <int kTM, int kTN, int kLdA, int kLdB, int kSteps>
+__device__ __forceinline__ void warp_mma(float (&acc)[kTM][kTN][4], const u16* As, const u16* Bs, int k_first,
+                                         int lane) {
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int k0 = k_first + s * 16;
+    u32 a[kTM][4];
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) ldmatrix_x4(a[i], As + (i * 16 + (lane % 16)) * kLdA + k0 + (lane / 16) * 8);
+#pragma unroll
+    for (int j = 0; j < kTN / 2; ++j) {
+      u32 b[4];
+      ldmatrix_x4_trans(b, Bs + (k0 + (lane % 16)) * kLdB + j * 16 + (lane / 16) * 8);
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) {
+        mma_bf16_16816(acc[i][2 * j], a[i], b[0], b[1]);
+        mma_bf16_16816(acc[i][2 * j + 1], a[i], b[2], b[3]);
+      }
+    }
+  }
+}
+
+template <int kTM, int kTN>
+__device__ __forceinline__ void zero_acc(float (&acc)[kTM][kTN][4]) {
+#pragma unroll
+  for (int i = 0; i < kTM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+}
+
+// A warp's accumulators, converted to the output type, into the staged output rows
+// (Cs points at the warp's first row and column; kLdC bytes per row).
+template <int kTM, int kTN, int kLdC, OutKind kOut>
+__device__ __forceinline__ void stage_acc(const float (&acc)[kTM][kTN][4], u8* Cs, int lane, float inv_scale) {
+  const int g = lane / 4, c2 = (lane % 4) * 2;
+#pragma unroll
+  for (int i = 0; i < kTM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTN; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = i * 16 + g + half * 8;
+        const int c = j * 8 + c2;
+        const u32 v = pack_bf16x2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+        if (kOut == OutKind::kBf16) {
+          *reinterpret_cast<u32*>(Cs + r * kLdC + c * 2) = v;
+        } else {
+          *reinterpret_cast<u16*>(Cs + r * kLdC + c) = bf16x2_to_e4m3x2(v, inv_scale);
+        }
+      }
+}
+
+// The staged BM x BN outputs of head h, rows m0.., columns n0.., as whole 16-byte (bf16)
+// or 8-byte (e4m3) row segments: coalesced, and rows >= M are never touched.
+// Threads tid = 0 .. threads-1 share the work.
+template <int BM, int BN, int kLdC, OutKind kOut>
+__device__ __forceinline__ void store_staged(const MlaQprojParams& p, const u8* Cs, int m0, int h, int n0, int tid,
+                                             int threads) {
+  constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
+  constexpr int kVecBytes = kOut == OutKind::kBf16 ? 16 : 8;
+  constexpr int kVecs = BN * kOutBytes / kVecBytes;
+  for (int i = tid; i < BM * kVecs; i += threads) {
+    const int r = i / kVecs, v = i % kVecs;
+    const int m = m0 + r;
+    if (m >= p.m) continue;
+    u8* dst = static_cast<u8*>(p.out) + (m * p.out_stride_m + h * p.out_stride_h + n0) * kOutBytes + v * kVecBytes;
+    if (kVecBytes == 16) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(Cs + r * kLdC + v * 16);
+    } else {
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(Cs + r * kLdC + v * 8);
+    }
   }
 }
 
 // MMAs over K for one landed tile, then the converted outputs, staged in the same shared
-// memory and written as whole 16-byte (bf16) or 8-byte (e4m3) row segments: coalesced,
-// and rows >= M are never touched.  Ends with the stage free for the next copies.
+// memory and stored.  Ends with the stage free for the next copies.
 template <class C>
 __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* stage, const Tile& t,
                                                   float inv_scale) {
@@ -187,31 +283,9 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
   constexpr int kSteps = C::K / 16 / C::KSPLIT;
 
   float acc[kTM][kTN][4];
-#pragma unroll
-  for (int i = 0; i < kTM; ++i)
-#pragma unroll
-    for (int j = 0; j < kTN; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int k0 = (split * kSteps + s) * 16;
-    u32 a[kTM][4];
-#pragma unroll
-    for (int i = 0; i < kTM; ++i)
-      ldmatrix_x4(a[i], As + (wm * C::WM + i * 16 + (lane % 16)) * C::kLdA + k0 + (lane / 16) * 8);
-#pragma unroll
-    for (int j = 0; j < kTN / 2; ++j) {
-      u32 b[4];
-      ldmatrix_x4_trans(b, Bs + (k0 + (lane % 16)) * C::kLdB + wn * C::WN + j * 16 + (lane / 16) * 8);
-#pragma unroll
-      for (int i = 0; i < kTM; ++i) {
-        mma_bf16_16816(acc[i][2 * j], a[i], b[0], b[1]);
-        mma_bf16_16816(acc[i][2 * j + 1], a[i], b[2], b[3]);
-      }
-    }
-  }
+  zero_acc(acc);
+  warp_mma<kTM, kTN, C::kLdA, C::kLdB, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN,
+                                               split * kSteps * 16, lane);
   __syncthreads();  // every warp is done with As/Bs: the stage is reused below
 
   float* red = reinterpret_cast<float*>(stage);
@@ -240,40 +314,11 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
     }
   }
 
-  if (split == 0) {
-    const int g = lane / 4, c2 = (lane % 4) * 2;
-#pragma unroll
-    for (int i = 0; i < kTM; ++i)
-#pragma unroll
-      for (int j = 0; j < kTN; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = wm * C::WM + i * 16 + g + half * 8;
-          const int c = wn * C::WN + j * 8 + c2;
-          const u32 v = pack_bf16x2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
-          if (C::kOut == OutKind::kBf16) {
-            *reinterpret_cast<u32*>(Cs + r * C::kLdC + c * 2) = v;
-          } else {
-            *reinterpret_cast<u16*>(Cs + r * C::kLdC + c) = bf16x2_to_e4m3x2(v, inv_scale);
-          }
-        }
-  }
+  if (split == 0)
+    stage_acc<kTM, kTN, C::kLdC, C::kOut>(acc, Cs + wm * C::WM * C::kLdC + wn * C::WN * C::kOutBytes, lane,
+                                          inv_scale);
   __syncthreads();
-
-  constexpr int kVecBytes = C::kOut == OutKind::kBf16 ? 16 : 8;
-  constexpr int kVecs = C::BN * C::kOutBytes / kVecBytes;
-  for (int i = tid; i < C::BM * kVecs; i += C::kThreads) {
-    const int r = i / kVecs, v = i % kVecs;
-    const int m = t.m0 + r;
-    if (m >= p.m) continue;
-    u8* dst = static_cast<u8*>(p.out) +
-              (m * p.out_stride_m + t.h * p.out_stride_h + t.n0) * C::kOutBytes + v * kVecBytes;
-    if (kVecBytes == 16) {
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(Cs + r * C::kLdC + v * 16);
-    } else {
-      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(Cs + r * C::kLdC + v * 8);
-    }
-  }
+  store_staged<C::BM, C::BN, C::kLdC, C::kOut>(p, Cs, t.m0, t.h, t.n0, tid, C::kThreads);
   __syncthreads();  // the staged outputs are read: the stage may take new copies
 }
 

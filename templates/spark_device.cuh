@@ -125,6 +125,21 @@ SPARK_DEVICE void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// The same with a count known only after unrolling (0..7; more waits for everything).
+SPARK_DEVICE void cp_async_wait_pending(int n) {
+  switch (n) {
+    case 0: cp_async_wait_group<0>(); break;
+    case 1: cp_async_wait_group<1>(); break;
+    case 2: cp_async_wait_group<2>(); break;
+    case 3: cp_async_wait_group<3>(); break;
+    case 4: cp_async_wait_group<4>(); break;
+    case 5: cp_async_wait_group<5>(); break;
+    case 6: cp_async_wait_group<6>(); break;
+    case 7: cp_async_wait_group<7>(); break;
+    default: cp_async_wait_all(); break;
+  }
+}
+
 // Programmatic dependent launch: wait for the previous kernel's writes.  A no-op when the
 // kernel was not launched as a dependent, and on targets before sm_90.
 SPARK_DEVICE void grid_dependency_wait() {

@@ -116,6 +116,17 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-100:16x32x16x16x1"), Error);          // must end at 8192
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x48x16x16x1"), Error);         // 512 % 48
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x32"), Error);
+  // Weight-stationary items.
+  const auto w = parse_regime_table("1-16:16x32x16x16x2,17-8192:ws:64x256x32x64x3");
+  REQUIRE(w.size() == 2);
+  CHECK_FALSE(w[0].tile.stationary);
+  CHECK(w[1].tile.stationary);
+  CHECK(w[1].tile.stages == 3);
+  CHECK(w[1].tile.threads() == 256);
+  CHECK(w[1].tile.describe().find("weight-stationary") != std::string::npos);
+  CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x64x32x32x3"), Error);    // BN not a multiple of 128
+  CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x256x32x64x5"), Error);   // 2..4 stages
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x256x16x32x1"), Error);      // per-tile BN <= 128
 }
 
 TEST_CASE("per-shape tiles fit every arch's shared memory and differ where tuned") {

@@ -32,7 +32,13 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   // Different keys, different sources.
   CHECK(render(key(8, 192, {1, 16}, OutDtype::kBf16)).source != a.source);
   CHECK(render(key(8, 128, {1, 16}, OutDtype::kE4m3)).source != a.source);
-  CHECK(render(key(8, 192, {17, 128}, OutDtype::kE4m3)).source != a.source);
+  CHECK(render(key(8, 192, {17, 32}, OutDtype::kE4m3)).source != a.source);
+  // From M = 33 the sm_90a kernels keep their weights in shared memory.
+  const RenderedSource ws = render(key(8, 192, {129, 8192}, OutDtype::kE4m3));
+  CHECK(ws.tile.stationary);
+  CHECK(ws.source.find("#include \"mla_qproj_ws.cuh\"") != std::string::npos);
+  CHECK(ws.source.find("mla_qproj_ws<Config>") != std::string::npos);
+  CHECK(ws.smem_bytes == ws.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kBf16));
   KernelKey mx = k;
   mx.weights = WeightFormat::kMxfp8;
   const RenderedSource m = render(mx);

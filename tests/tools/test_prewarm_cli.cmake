@@ -9,14 +9,14 @@ message("${out}${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "first prewarm failed (${rc})")
 endif()
-if(NOT out MATCHES "spark-prewarm: 4 compiled, 0 cached, 0 failed")
-  message(FATAL_ERROR "first prewarm should compile 4 kernels")
+if(NOT out MATCHES "spark-prewarm: 6 compiled, 0 cached, 0 failed")
+  message(FATAL_ERROR "first prewarm should compile 6 kernels (3 regimes x 2 outputs)")
 endif()
 
 execute_process(COMMAND ${PREWARM} --model glm5 --tp 8 --arch sm_90a --max-m 64 --cache-dir ${WORK}/cache --json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 0" OR NOT out MATCHES "\"cached\": 4")
-  message(FATAL_ERROR "second prewarm should find all 4 cached (${rc}):\n${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 0" OR NOT out MATCHES "\"cached\": 6")
+  message(FATAL_ERROR "second prewarm should find all 6 cached (${rc}):\n${out}${err}")
 endif()
 
 execute_process(COMMAND ${PREWARM} --model glm5 --tp 7 --arch sm_90a --cache-dir ${WORK}/cache

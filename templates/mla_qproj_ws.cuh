@@ -1,0 +1,216 @@
+// The weight-stationary schedule of the fused MLA query projection, for larger M.
+// A CTA owns BN weight columns of one head for the whole launch: it copies them into
+// shared memory once (MXFP8: dequantises them once, K chunk by K chunk as the copies
+// land) and then streams its range of BM-row q tiles through QSTAGES shared-memory
+// stages: while tile i is multiplied and stored, the next tiles' copies are in flight,
+// and a tile's outputs are staged in its own stage once its MMAs are done.  Each weight
+// byte crosses L2 -> SM once per CTA instead of once per M tile, and the MXFP8
+// dequantisation is paid once per CTA instead of once per tile.
+// Units are numbered with the N block fastest, then the M chunk, then the head, so the
+// CTAs reading the same q rows run side by side and share them in L2.
+#pragma once
+
+#include "mla_qproj.cuh"
+
+namespace spark {
+
+template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int QSTAGES_, int OUT_, int WEIGHTS_>
+struct MlaQprojWsConfig {
+  static constexpr int K = K_, N = N_, R = R_;
+  static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, kQStages = QSTAGES_;
+  static constexpr OutKind kOut = OutKind(OUT_);
+  static constexpr bool kMx = WeightKind(WEIGHTS_) == WeightKind::kMxfp8;
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
+  // Rows padded by 16 bytes so the eight row addresses of one ldmatrix hit distinct banks.
+  static constexpr int kLdA = K + 8, kLdP = R + 8, kLdB = BN + 8;
+  static constexpr int kLdC = BN * kOutBytes + 16;
+  static constexpr int kSmemW = (K * kLdB * 2 + 127) / 128 * 128;
+  // A stage holds BM q_nope rows and BM q_pe rows (read only by the first N block's CTAs);
+  // once they are multiplied, the same bytes stage the tile's outputs.
+  static constexpr int kSmemQ = BM * kLdA * 2;
+  static constexpr int kStageIn = kSmemQ + BM * kLdP * 2, kStageOut = BM * kLdC;
+  static constexpr int kSmemStage = ((kStageIn > kStageOut ? kStageIn : kStageOut) + 127) / 128 * 128;
+  // MXFP8: the raw e4m3 columns and kScaleWords words of scale bytes per K row, in the
+  // stages after the first until they are dequantised.
+  static constexpr int kScaleWords = BN / 128;
+  static constexpr int kLdRaw = BN + 16;
+  static constexpr int kSmemRaw = kMx ? K * kLdRaw + K * kScaleWords * 4 : 0;
+  static constexpr int kOffRaw = kSmemW + kSmemStage;
+  // The weights arrive in kWChunks commit groups, so MXFP8 dequantises chunk by chunk.
+  static constexpr int kWChunks = 4;
+  static constexpr int kWChunkRows = K / kWChunks;
+  static constexpr int kTail = (kQStages - 1) * kSmemStage;
+  static constexpr int kSmemBytes = kOffRaw + (kTail > kSmemRaw ? kTail : kSmemRaw);
+
+  static_assert(K % 16 == 0 && K % kWChunks == 0, "K steps and weight chunks");
+  static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "warp tiling");
+  static_assert(N % BN == 0 && BN % 128 == 0 && R % 8 == 0, "N blocks of whole scale words; RoPE vectors");
+  static_assert(kQStages >= 2 && kQStages <= 4, "two to four q stages");
+};
+
+// The CTA's share of the launch: one head, one N block, a contiguous range of M tiles.
+struct WsUnit {
+  int h, n0, first_tile, tiles;
+};
+
+template <class C>
+__device__ __forceinline__ WsUnit ws_unit(const MlaQprojParams& p) {
+  constexpr int kBlocksN = C::N / C::BN;
+  const int tiles_m = (p.m + C::BM - 1) / C::BM;
+  const int chunks = p.m_chunks;
+  const int per_chunk = (tiles_m + chunks - 1) / chunks;
+  const int unit = blockIdx.x;
+  const int rest = unit / kBlocksN;
+  WsUnit u;
+  u.n0 = unit % kBlocksN * C::BN;
+  u.h = rest / chunks;
+  u.first_tile = rest % chunks * per_chunk;
+  const int left = tiles_m - u.first_tile;
+  u.tiles = u.h < p.heads ? (left < per_chunk ? left : per_chunk) : 0;
+  return u;
+}
+
+// Weight rows [k_begin, k_end) of the unit's columns (MXFP8: raw bytes and scale words).
+template <class C>
+__device__ __forceinline__ void ws_load_weights(const MlaQprojParams& p, u8* smem, const WsUnit& u, int k_begin,
+                                                int k_end) {
+  const int tid = threadIdx.x;
+  if constexpr (C::kMx) {
+    u8* raw = smem + C::kOffRaw;
+    u32* scale_words = reinterpret_cast<u32*>(raw + C::K * C::kLdRaw);
+    const u8* wh = static_cast<const u8*>(p.w) + u.h * p.w_stride_h + u.n0;
+    constexpr int kChunks = C::BN / 16;
+    for (int i = tid; i < (k_end - k_begin) * kChunks; i += C::kThreads) {
+      const int k = k_begin + i / kChunks, c = i % kChunks;
+      cp_async_16(raw + k * C::kLdRaw + c * 16, wh + k * p.w_stride_k + c * 16, 16);
+    }
+    const u8* sh = p.w_scale + u.h * p.w_scale_stride_h + u.n0 / 32;
+    for (int i = tid; i < (k_end - k_begin) * C::kScaleWords; i += C::kThreads) {
+      const int k = k_begin + i / C::kScaleWords, w = i % C::kScaleWords;
+      cp_async_4(scale_words + k * C::kScaleWords + w, sh + k * p.w_scale_stride_k + w * 4);
+    }
+  } else {
+    u16* Ws = reinterpret_cast<u16*>(smem);
+    const u16* wh = static_cast<const u16*>(p.w) + u.h * p.w_stride_h + u.n0;
+    constexpr int kChunks = C::BN / 8;
+    for (int i = tid; i < (k_end - k_begin) * kChunks; i += C::kThreads) {
+      const int k = k_begin + i / kChunks, c = i % kChunks;
+      cp_async_16(Ws + k * C::kLdB + c * 8, wh + k * p.w_stride_k + c * 8, 16);
+    }
+  }
+}
+
+// The q_nope rows of M tile `tile` (and its q_pe rows for the first N block); rows >= M
+// are zero-filled without being read.
+template <class C>
+__device__ __forceinline__ void ws_load_q(const MlaQprojParams& p, u8* stage, const WsUnit& u, int tile) {
+  const int tid = threadIdx.x;
+  constexpr int kStride = C::kThreads;
+  u16* As = reinterpret_cast<u16*>(stage);
+  const int m0 = tile * C::BM;
+  const u16* qh = p.q_nope + u.h * p.q_nope_stride_h;
+  constexpr int kChunks = C::K / 8;
+  for (int i = tid; i < C::BM * kChunks; i += kStride) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool valid = m0 + r < p.m;
+    const u16* src = valid ? qh + (m0 + r) * p.q_nope_stride_m + c * 8 : p.q_nope;
+    cp_async_16(As + r * C::kLdA + c * 8, src, valid ? 16 : 0);
+  }
+  if (u.n0 != 0) return;
+  u16* Ps = reinterpret_cast<u16*>(stage + C::kSmemQ);
+  constexpr int kVecs = C::R / 8;
+  for (int i = tid; i < C::BM * kVecs; i += kStride) {
+    const int r = i / kVecs, v = i % kVecs;
+    const bool valid = m0 + r < p.m;
+    const u16* src = valid ? p.q_pe + (m0 + r) * p.q_pe_stride_m + u.h * p.q_pe_stride_h + v * 8 : p.q_pe;
+    cp_async_16(Ps + r * C::kLdP + v * 8, src, valid ? 16 : 0);
+  }
+}
+
+// The RoPE columns of a landed tile (first N block only).
+template <class C>
+__device__ __forceinline__ void ws_copy_rope(const MlaQprojParams& p, const u8* stage, const WsUnit& u, int m0,
+                                             float inv_scale) {
+  if (u.n0 != 0) return;
+  const u16* Ps = reinterpret_cast<const u16*>(stage + C::kSmemQ);
+  constexpr int kVecs = C::R / 8;
+  for (int j = threadIdx.x; j < C::BM * kVecs; j += C::kThreads) {
+    const int r = j / kVecs, v = j % kVecs;
+    if (m0 + r < p.m)
+      store_rope_vec<C::N, C::kOut>(p, m0 + r, u.h, v, *reinterpret_cast<const uint4*>(Ps + r * C::kLdP + v * 8),
+                                    inv_scale);
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
+  extern __shared__ __align__(128) u8 smem[];
+  const WsUnit u = ws_unit<C>(p);
+  if (u.tiles <= 0) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / C::kWarpsN, wn = warp % C::kWarpsN;
+  constexpr int kTM = C::WM / 16, kTN = C::WN / 8;
+  u16* Ws = reinterpret_cast<u16*>(smem);
+  u8* stages = smem + C::kSmemW;
+  const auto stage_at = [&](int tile_index) { return stages + (tile_index % C::kQStages) * C::kSmemStage; };
+
+  // The weights do not depend on the previous kernel: request them before waiting on it.
+#pragma unroll
+  for (int c = 0; c < C::kWChunks; ++c) {
+    ws_load_weights<C>(p, smem, u, c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
+    cp_async_commit();
+  }
+  grid_dependency_wait();
+  float inv_scale = 1.0f;
+  if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
+  ws_load_q<C>(p, stage_at(0), u, u.first_tile);
+  cp_async_commit();
+  if constexpr (C::kMx) {
+    // Each chunk as it lands; the chunks after it and the first q tile may still fly.
+    const u8* raw = smem + C::kOffRaw;
+#pragma unroll
+    for (int c = 0; c < C::kWChunks; ++c) {
+      cp_async_wait_pending(C::kWChunks - c);
+      __syncthreads();
+      dequantise_rows<C::BN, C::kLdRaw, C::kLdB, C::kScaleWords, C::kThreads>(
+          Ws, raw, reinterpret_cast<const u32*>(raw + C::K * C::kLdRaw), u.n0, c * C::kWChunkRows,
+          (c + 1) * C::kWChunkRows);
+    }
+    __syncthreads();  // the raw tile is consumed: its space takes the later stages
+  }
+  // Tiles 1 .. QSTAGES-2 now; iteration i requests tile i + QSTAGES-1 into the stage that
+  // tile i-1 has released.  One commit group per tile (empty past the unit's last), so
+  // every iteration waits for the same count.
+#pragma unroll
+  for (int s = 1; s < C::kQStages - 1; ++s) {
+    if (s < u.tiles) ws_load_q<C>(p, stage_at(s), u, u.first_tile + s);
+    cp_async_commit();
+  }
+
+  for (int i = 0; i < u.tiles; ++i) {
+    u8* stage = stage_at(i);
+    const int m0 = (u.first_tile + i) * C::BM;
+    __syncthreads();  // the previous tile's staged outputs are stored: its stage is free
+    const int ahead = i + C::kQStages - 1;
+    if (ahead < u.tiles) ws_load_q<C>(p, stage_at(ahead), u, u.first_tile + ahead);
+    cp_async_commit();
+    cp_async_wait_group<C::kQStages - 1>();
+    __syncthreads();  // tile i has landed for every thread
+    if (i == 0) grid_dependents_launch();
+
+    ws_copy_rope<C>(p, stage, u, m0, inv_scale);
+    float acc[kTM][kTN][4];
+    zero_acc(acc);
+    warp_mma<kTM, kTN, C::kLdA, C::kLdB, C::K / 16>(
+        acc, reinterpret_cast<const u16*>(stage) + wm * C::WM * C::kLdA, Ws + wn * C::WN, 0, lane);
+    __syncthreads();  // every warp is done reading the stage: it takes the outputs
+    stage_acc<kTM, kTN, C::kLdC, C::kOut>(acc, stage + wm * C::WM * C::kLdC + wn * C::WN * C::kOutBytes, lane,
+                                          inv_scale);
+    __syncthreads();
+    store_staged<C::BM, C::BN, C::kLdC, C::kOut>(p, stage, m0, u.h, u.n0, threadIdx.x, C::kThreads);
+  }
+}
+
+}  // namespace spark
