@@ -83,45 +83,65 @@ __device__ __forceinline__ Tile tile_at(int t, int tiles_m) {
   return Tile{t / (kTilesN * tiles_m), (t / kTilesN) % tiles_m * C::BM, t % kTilesN * C::BN};
 }
 
+// Rows 0 .. rows-1 of kVecs 16-byte vectors each, from src (src_stride bytes apart) into
+// dst (kLd bytes apart), with 16-byte cp.async; rows >= valid_rows are zero-filled without
+// being read (their source address is `fallback`).
+template <int kVecs, int kLd, int kThreads>
+__device__ __forceinline__ void copy_rows_async(u8* dst, const u8* src, long long src_stride, int rows,
+                                                int valid_rows, const void* fallback) {
+  for (int i = threadIdx.x; i < rows * kVecs; i += kThreads) {
+    const int r = i / kVecs, c = i % kVecs;
+    const bool valid = r < valid_rows;
+    cp_async_16(dst + r * kLd + c * 16, valid ? src + r * src_stride + c * 16 : fallback, valid ? 16 : 0);
+  }
+}
+
+// Weight rows [k_begin, k_end) of head h, columns n0 .. n0+BN-1, into the rows of the same
+// index of the shared tile: bf16 into Bs (kLdB elements per row), or MXFP8 raw bytes into
+// raw (kLdRaw bytes per row) and, per row, the kScaleWords 4-byte words of scale bytes that
+// start with the 128 columns holding n0.
+template <int BN, int kLdB, int kLdRaw, int kScaleWords, bool kMx, int kThreads>
+__device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u16* Bs, u8* raw, u32* scale_words, int h,
+                                                 int n0, int k_begin, int k_end) {
+  const int rows = k_end - k_begin;
+  if constexpr (kMx) {
+    const u8* wh = static_cast<const u8*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
+    copy_rows_async<BN / 16, kLdRaw, kThreads>(raw + k_begin * kLdRaw, wh, p.w_stride_k, rows, rows, p.w);
+    const u8* sh = p.w_scale + h * p.w_scale_stride_h + k_begin * p.w_scale_stride_k + n0 / 128 * 4;
+    for (int i = threadIdx.x; i < rows * kScaleWords; i += kThreads) {
+      const int k = i / kScaleWords, w = i % kScaleWords;
+      cp_async_4(scale_words + (k_begin + k) * kScaleWords + w, sh + k * p.w_scale_stride_k + w * 4);
+    }
+  } else {
+    const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
+    copy_rows_async<BN * 2 / 16, kLdB * 2, kThreads>(reinterpret_cast<u8*>(Bs + k_begin * kLdB),
+                                                     reinterpret_cast<const u8*>(wh), p.w_stride_k * 2, rows,
+                                                     rows, p.w);
+  }
+}
+
 // The weight columns of a tile.  Weights do not depend on the previous kernel, so the
 // first tile requests them before waiting on it.
 template <class C>
 __device__ __forceinline__ void load_weights(const MlaQprojParams& p, u8* stage, const Tile& t) {
-  const int tid = threadIdx.x;
-  if constexpr (C::kMx) {
-    u8* raw = stage + C::kSmemA + C::kSmemB;
-    u32* scale_words = reinterpret_cast<u32*>(raw + C::kSmemRaw);
-    const u8* wh = static_cast<const u8*>(p.w) + t.h * p.w_stride_h + t.n0;
-    constexpr int kChunks = C::BN / 16;
-    for (int i = tid; i < C::K * kChunks; i += C::kThreads) {
-      const int k = i / kChunks, c = i % kChunks;
-      cp_async_16(raw + k * C::kLdRaw + c * 16, wh + k * p.w_stride_k + c * 16, 16);
-    }
-    const u8* sh = p.w_scale + t.h * p.w_scale_stride_h + (t.n0 / 32 / 4) * 4;
-    for (int k = tid; k < C::K; k += C::kThreads) cp_async_4(scale_words + k, sh + k * p.w_scale_stride_k);
-  } else {
-    u16* Bs = reinterpret_cast<u16*>(stage + C::kSmemA);
-    const u16* wh = static_cast<const u16*>(p.w) + t.h * p.w_stride_h + t.n0;
-    constexpr int kChunks = C::BN / 8;
-    for (int i = tid; i < C::K * kChunks; i += C::kThreads) {
-      const int k = i / kChunks, c = i % kChunks;
-      cp_async_16(Bs + k * C::kLdB + c * 8, wh + k * p.w_stride_k + c * 8, 16);
-    }
-  }
+  u8* raw = stage + C::kSmemA + C::kSmemB;
+  load_weight_rows<C::BN, C::kLdB, C::kLdRaw, 1, C::kMx, C::kThreads>(
+      p, reinterpret_cast<u16*>(stage + C::kSmemA), raw, reinterpret_cast<u32*>(raw + C::kSmemRaw), t.h, t.n0, 0,
+      C::K);
 }
 
-// The q rows of a tile; rows >= M are zero-filled without being read.
+// BM q_nope rows of head h from row m0 (kLdA elements apart); rows >= M are zero-filled.
+template <int BM, int K, int kLdA, int kThreads>
+__device__ __forceinline__ void load_q_rows(const MlaQprojParams& p, u16* As, int h, int m0) {
+  const u16* src = p.q_nope + h * p.q_nope_stride_h + m0 * p.q_nope_stride_m;
+  copy_rows_async<K * 2 / 16, kLdA * 2, kThreads>(reinterpret_cast<u8*>(As), reinterpret_cast<const u8*>(src),
+                                                  p.q_nope_stride_m * 2, BM, p.m - m0, p.q_nope);
+}
+
+// The q rows of a tile.
 template <class C>
 __device__ __forceinline__ void load_q(const MlaQprojParams& p, u8* stage, const Tile& t) {
-  u16* As = reinterpret_cast<u16*>(stage);
-  const u16* qh = p.q_nope + t.h * p.q_nope_stride_h;
-  constexpr int kChunks = C::K / 8;
-  for (int i = threadIdx.x; i < C::BM * kChunks; i += C::kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
-    const bool valid = t.m0 + r < p.m;
-    const u16* src = valid ? qh + (t.m0 + r) * p.q_nope_stride_m + c * 8 : p.q_nope;
-    cp_async_16(As + r * C::kLdA + c * 8, src, valid ? 16 : 0);
-  }
+  load_q_rows<C::BM, C::K, C::kLdA, C::kThreads>(p, reinterpret_cast<u16*>(stage), t.h, t.m0);
 }
 
 // One 8-element RoPE vector of row m, head h into the output's last R columns (e4m3:

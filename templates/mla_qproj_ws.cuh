@@ -76,57 +76,22 @@ __device__ __forceinline__ WsUnit ws_unit(const MlaQprojParams& p) {
 template <class C>
 __device__ __forceinline__ void ws_load_weights(const MlaQprojParams& p, u8* smem, const WsUnit& u, int k_begin,
                                                 int k_end) {
-  const int tid = threadIdx.x;
-  if constexpr (C::kMx) {
-    u8* raw = smem + C::kOffRaw;
-    u32* scale_words = reinterpret_cast<u32*>(raw + C::K * C::kLdRaw);
-    const u8* wh = static_cast<const u8*>(p.w) + u.h * p.w_stride_h + u.n0;
-    constexpr int kChunks = C::BN / 16;
-    for (int i = tid; i < (k_end - k_begin) * kChunks; i += C::kThreads) {
-      const int k = k_begin + i / kChunks, c = i % kChunks;
-      cp_async_16(raw + k * C::kLdRaw + c * 16, wh + k * p.w_stride_k + c * 16, 16);
-    }
-    const u8* sh = p.w_scale + u.h * p.w_scale_stride_h + u.n0 / 32;
-    for (int i = tid; i < (k_end - k_begin) * C::kScaleWords; i += C::kThreads) {
-      const int k = k_begin + i / C::kScaleWords, w = i % C::kScaleWords;
-      cp_async_4(scale_words + k * C::kScaleWords + w, sh + k * p.w_scale_stride_k + w * 4);
-    }
-  } else {
-    u16* Ws = reinterpret_cast<u16*>(smem);
-    const u16* wh = static_cast<const u16*>(p.w) + u.h * p.w_stride_h + u.n0;
-    constexpr int kChunks = C::BN / 8;
-    for (int i = tid; i < (k_end - k_begin) * kChunks; i += C::kThreads) {
-      const int k = k_begin + i / kChunks, c = i % kChunks;
-      cp_async_16(Ws + k * C::kLdB + c * 8, wh + k * p.w_stride_k + c * 8, 16);
-    }
-  }
+  u8* raw = smem + C::kOffRaw;
+  load_weight_rows<C::BN, C::kLdB, C::kLdRaw, C::kScaleWords, C::kMx, C::kThreads>(
+      p, reinterpret_cast<u16*>(smem), raw, reinterpret_cast<u32*>(raw + C::K * C::kLdRaw), u.h, u.n0, k_begin,
+      k_end);
 }
 
 // The q_nope rows of M tile `tile` (and its q_pe rows for the first N block); rows >= M
 // are zero-filled without being read.
 template <class C>
 __device__ __forceinline__ void ws_load_q(const MlaQprojParams& p, u8* stage, const WsUnit& u, int tile) {
-  const int tid = threadIdx.x;
-  constexpr int kStride = C::kThreads;
-  u16* As = reinterpret_cast<u16*>(stage);
   const int m0 = tile * C::BM;
-  const u16* qh = p.q_nope + u.h * p.q_nope_stride_h;
-  constexpr int kChunks = C::K / 8;
-  for (int i = tid; i < C::BM * kChunks; i += kStride) {
-    const int r = i / kChunks, c = i % kChunks;
-    const bool valid = m0 + r < p.m;
-    const u16* src = valid ? qh + (m0 + r) * p.q_nope_stride_m + c * 8 : p.q_nope;
-    cp_async_16(As + r * C::kLdA + c * 8, src, valid ? 16 : 0);
-  }
+  load_q_rows<C::BM, C::K, C::kLdA, C::kThreads>(p, reinterpret_cast<u16*>(stage), u.h, m0);
   if (u.n0 != 0) return;
-  u16* Ps = reinterpret_cast<u16*>(stage + C::kSmemQ);
-  constexpr int kVecs = C::R / 8;
-  for (int i = tid; i < C::BM * kVecs; i += kStride) {
-    const int r = i / kVecs, v = i % kVecs;
-    const bool valid = m0 + r < p.m;
-    const u16* src = valid ? p.q_pe + (m0 + r) * p.q_pe_stride_m + u.h * p.q_pe_stride_h + v * 8 : p.q_pe;
-    cp_async_16(Ps + r * C::kLdP + v * 8, src, valid ? 16 : 0);
-  }
+  const u16* src = p.q_pe + m0 * p.q_pe_stride_m + u.h * p.q_pe_stride_h;
+  copy_rows_async<C::R * 2 / 16, C::kLdP * 2, C::kThreads>(stage + C::kSmemQ, reinterpret_cast<const u8*>(src),
+                                                           p.q_pe_stride_m * 2, C::BM, p.m - m0, p.q_pe);
 }
 
 // The RoPE columns of a landed tile (first N block only).
