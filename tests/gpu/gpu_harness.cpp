@@ -18,20 +18,8 @@ cublasHandle_t g_cublas = nullptr;
 Summary g_summary;
 
 // ---------------------------------------------------------------------------------------
-// RAII holders, plans.
+// Plans.
 // ---------------------------------------------------------------------------------------
-
-Stream::~Stream() {
-  if (s_ == nullptr) return;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s_, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
-    cudaGraph_t g = nullptr;
-    (void)cudaStreamEndCapture(s_, &g);
-    if (g != nullptr) (void)cudaGraphDestroy(g);
-  }
-  (void)cudaStreamSynchronize(s_);
-  (void)cudaStreamDestroy(s_);
-}
 
 const char* dtype_name(spark_dtype d) { return d == SPARK_DTYPE_E4M3 ? "e4m3" : "bf16"; }
 const char* weights_name(spark_weight_format w) { return w == SPARK_WEIGHTS_MXFP8 ? "mxfp8" : "bf16"; }
@@ -159,6 +147,43 @@ void set_q_scale(const DeviceBuffer& d_scale, float v, cudaStream_t st) { upload
 
 void poison(const DeviceBuffer& b, cudaStream_t st) {
   CUDA_REQUIRE(cudaMemsetAsync(b.get(), kPoisonByte, b.bytes(), st));
+}
+
+void capture_run_pair(Graph& g, cudaStream_t st, spark_mla_qproj_plan p16, const spark_mla_qproj_args& a16,
+                      spark_mla_qproj_plan p8, const spark_mla_qproj_args& a8, const DeviceBuffer& d_out16,
+                      const DeviceBuffer& d_out8) {
+  poison(d_out16, st);
+  poison(d_out8, st);
+  CUDA_REQUIRE(cudaStreamSynchronize(st));
+  CUDA_REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  const spark_stream sst = reinterpret_cast<spark_stream>(st);
+  const spark_status r16 = spark_mla_qproj_run(p16, &a16, sst);
+  const std::string e16 = spark_last_error();
+  const spark_status r8 = spark_mla_qproj_run(p8, &a8, sst);
+  const std::string e8 = spark_last_error();
+  const cudaError_t end = cudaStreamEndCapture(st, &g.graph);
+  INFO("bf16 run while capturing: " << cstr(spark_status_string(r16)) << ": " << e16);
+  INFO("e4m3 run while capturing: " << cstr(spark_status_string(r8)) << ": " << e8);
+  REQUIRE(r16 == SPARK_SUCCESS);
+  REQUIRE(r8 == SPARK_SUCCESS);
+  REQUIRE_MESSAGE(end == cudaSuccess, "cudaStreamEndCapture -> " << cstr(cudaGetErrorName(end)));
+  size_t nodes = 0;
+  CUDA_REQUIRE(cudaGraphGetNodes(g.graph, nullptr, &nodes));
+  CHECK_MESSAGE(nodes == 2, "each run should be exactly one kernel launch; graph has " << nodes << " nodes");
+  CUDA_REQUIRE(cudaGraphInstantiate(&g.exec, g.graph, 0));
+  std::vector<uint16_t> o16;
+  download(o16, d_out16.get(), d_out16.bytes() / 2, st);
+  CHECK(std::all_of(o16.begin(), o16.end(), [](uint16_t v) { return v == kPoisonBf16; }));
+}
+
+void replay_pair(const Graph& g, cudaStream_t st, const DeviceBuffer& d_out16, const DeviceBuffer& d_out8,
+                 std::vector<uint16_t>& o16, std::vector<uint8_t>& o8) {
+  poison(d_out16, st);
+  poison(d_out8, st);
+  CUDA_REQUIRE(cudaGraphLaunch(g.exec, st));
+  CUDA_REQUIRE(cudaStreamSynchronize(st));
+  download(o16, d_out16.get(), d_out16.bytes() / 2, st);
+  download(o8, d_out8.get(), d_out8.bytes(), st);
 }
 
 void run_cublas_w(const Shape& s, const DeviceBuffer& d_q, const void* d_w, int64_t w_stride_h,

@@ -33,6 +33,7 @@
 
 #include "spark/spark.h"
 #include "tests/support/reference.h"
+#include "tools/common/cuda_holders.h"
 
 #ifndef SPARK_SKIP_CODE
 #define SPARK_SKIP_CODE 77
@@ -114,77 +115,12 @@ inline std::string cstr(const char* p) { return p != nullptr ? std::string(p) : 
 // RAII holders (a failed REQUIRE throws; nothing may leak).
 // ---------------------------------------------------------------------------------------
 
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { reset(); }
-
-  cudaError_t alloc(size_t bytes) {
-    reset();
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, bytes);
-    if (e == cudaSuccess) {
-      p_ = p;
-      bytes_ = bytes;
-    }
-    return e;
-  }
-  void reset() {
-    if (p_ != nullptr) (void)cudaFree(p_);
-    p_ = nullptr;
-    bytes_ = 0;
-  }
-  void* get() const { return p_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
+using spark_tools::DeviceBuffer;
+using spark_tools::Graph;
+using spark_tools::Stream;
+using Plan = spark_tools::SparkPlan;
 
 #define DEVICE_ALLOC(buf, nbytes) CUDA_REQUIRE((buf).alloc(nbytes))
-
-// A non-blocking stream; ends a capture left open by a failed assertion.
-class Stream {
- public:
-  Stream() = default;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ~Stream();
-  cudaError_t create() { return cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking); }
-  cudaStream_t get() const { return s_; }
-  spark_stream spark() const { return reinterpret_cast<spark_stream>(s_); }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-class Graph {
- public:
-  Graph() = default;
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  ~Graph() { reset(); }
-  void reset() {
-    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);
-    exec = nullptr;
-    graph = nullptr;
-  }
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-};
-
-struct PlanDeleter {
-  void operator()(spark_mla_qproj_plan p) const { spark_mla_qproj_plan_destroy(p); }
-};
-using Plan = std::unique_ptr<std::remove_pointer_t<spark_mla_qproj_plan>, PlanDeleter>;
 
 const char* dtype_name(spark_dtype d);
 const char* weights_name(spark_weight_format w);
@@ -246,6 +182,16 @@ void upload_inputs(const Shape& s, const HostInputs& in, const DeviceBuffer& d_q
                    cudaStream_t st);
 void set_q_scale(const DeviceBuffer& d_scale, float v, cudaStream_t st);
 void poison(const DeviceBuffer& b, cudaStream_t st);
+
+// One bf16-output and one e4m3-output run captured into one graph and instantiated, both
+// outputs poisoned first.  Each run must be exactly one kernel node, and capturing must not
+// have run anything (the bf16 output is still all poison afterwards).
+void capture_run_pair(Graph& g, cudaStream_t st, spark_mla_qproj_plan p16, const spark_mla_qproj_args& a16,
+                      spark_mla_qproj_plan p8, const spark_mla_qproj_args& a8, const DeviceBuffer& d_out16,
+                      const DeviceBuffer& d_out8);
+// Poison both outputs, replay g, wait, copy both whole allocations back.
+void replay_pair(const Graph& g, cudaStream_t st, const DeviceBuffer& d_out16, const DeviceBuffer& d_out8,
+                 std::vector<uint16_t>& o16, std::vector<uint8_t>& o8);
 
 // Poison out, run, wait, copy out back (the whole allocation, sentinels included).
 template <typename T>

@@ -500,38 +500,9 @@ TEST_CASE("mxfp8: CUDA graph capture and replay follow new contents of q, values
 
   // Capture both runs into one graph.
   Graph g;
-  poison(d_out, st);
-  poison(d_out8, st);
-  CUDA_REQUIRE(cudaStreamSynchronize(st));
-  CUDA_REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  const spark_status r16 = spark_mla_qproj_run(p16.get(), &a16, stream.spark());
-  const std::string e16 = spark_last_error();
-  const spark_status r8 = spark_mla_qproj_run(p8.get(), &a8, stream.spark());
-  const std::string e8 = spark_last_error();
-  const cudaError_t end = cudaStreamEndCapture(st, &g.graph);
-  INFO("bf16 run while capturing: " << cstr(spark_status_string(r16)) << ": " << e16);
-  INFO("e4m3 run while capturing: " << cstr(spark_status_string(r8)) << ": " << e8);
-  REQUIRE(r16 == SPARK_SUCCESS);
-  REQUIRE(r8 == SPARK_SUCCESS);
-  REQUIRE_MESSAGE(end == cudaSuccess, "cudaStreamEndCapture -> " << cstr(cudaGetErrorName(end)));
-  size_t nodes = 0;
-  CUDA_REQUIRE(cudaGraphGetNodes(g.graph, nullptr, &nodes));
-  CHECK_MESSAGE(nodes == 2, "each run should be exactly one kernel launch; graph has " << nodes << " nodes");
-  CUDA_REQUIRE(cudaGraphInstantiate(&g.exec, g.graph, 0));
-  // Capturing must not have run anything: out still all poison.
-  {
-    std::vector<uint16_t> o16;
-    download(o16, d_out.get(), s.out_elems(), st);
-    CHECK(all_poison16(o16));
-  }
-
+  capture_run_pair(g, st, p16.get(), a16, p8.get(), a8, d_out, d_out8);
   auto replay = [&](std::vector<uint16_t>& o16, std::vector<uint8_t>& o8) {
-    poison(d_out, st);
-    poison(d_out8, st);
-    CUDA_REQUIRE(cudaGraphLaunch(g.exec, st));
-    CUDA_REQUIRE(cudaStreamSynchronize(st));
-    download(o16, d_out.get(), s.out_elems(), st);
-    download(o8, d_out8.get(), s.out_elems(), st);
+    replay_pair(g, st, d_out, d_out8, o16, o8);
   };
   auto eager = [&](std::vector<uint16_t>& o16, std::vector<uint8_t>& o8) {
     run_and_fetch(p16.get(), a16, d_out, st, o16);

@@ -134,7 +134,7 @@ Row run_row(const BenchOptions& o, const BenchEnv& env, const PackLayout& pack, 
       for (int l = 0; l < layers; ++l) staged_layer(l);
     });
     const AlternatedTimes t =
-        time_alternated(spark_graph.exec(), staged_graph.exec(), layers, o.warmup, o.replays, env.stream);
+        time_alternated(spark_graph.exec, staged_graph.exec, layers, o.warmup, o.replays, env.stream);
     r.spark = t.a;
     r.staged = t.b;
     r.host_starved = t.host_starved;

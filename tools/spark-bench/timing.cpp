@@ -45,10 +45,10 @@ GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& body) 
     if (partial != nullptr) (void)cudaGraphDestroy(partial);
     throw;
   }
-  BENCH_CUDA(cudaStreamEndCapture(stream, g.graph_slot()));
-  BENCH_CUDA(cudaGraphInstantiate(g.exec_slot(), g.graph(), 0));
+  BENCH_CUDA(cudaStreamEndCapture(stream, &g.graph));
+  BENCH_CUDA(cudaGraphInstantiate(&g.exec, g.graph, 0));
   // The first launch of a graph would otherwise pay for uploading it.
-  BENCH_CUDA(cudaGraphUpload(g.exec(), stream));
+  BENCH_CUDA(cudaGraphUpload(g.exec, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
   return g;
 }
