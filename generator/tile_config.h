@@ -34,7 +34,7 @@ struct TileConfig {
   bool stationary = false;
 
   int threads() const { return (bm / wm) * (bn / wn) * ksplit * 32; }
-  // Shared memory of one stage (a tile's copies, reused by its epilogue).
+  // Shared memory of one stage of the per-tile kernel (a tile's copies, reused by its epilogue).
   int stage_bytes(int k, OutDtype out, WeightFormat weights) const;
   // Dynamic shared memory; the rendered source static_asserts the kernel agrees.
   int smem_bytes(int k, OutDtype out, WeightFormat weights) const;
