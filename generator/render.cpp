@@ -18,6 +18,8 @@ void check_key_supported(const KernelKey& key) {
   SPARK_CHECK(key.r == 64, SPARK_ERROR_UNSUPPORTED, "argument 'rope_dim': {} is not supported (64)", key.r);
   const ArchInfo& arch = arch_info(key.arch);
   const TileConfig tile = tile_config(key);
+  SPARK_CHECK(!tile.wgmma || key.arch == "sm_90a", SPARK_ERROR_UNSUPPORTED,
+              "kernel key '{}': wgmma tiles ({}) need sm_90a", key.name(), tile.describe());
   SPARK_CHECK(tile.smem_bytes(key.k, key.out, key.weights) <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': tile needs {} bytes of shared memory, {} allows {}", key.name(),
               tile.smem_bytes(key.k, key.out, key.weights), key.arch, arch.max_smem_per_block);
@@ -34,7 +36,14 @@ RenderedSource render(const KernelKey& key) {
   const int out = key.out == OutDtype::kBf16 ? 0 : 1;
   const int weights = key.weights == WeightFormat::kBf16 ? 0 : 1;
   std::string config;
-  if (t.stationary) {
+  if (t.wgmma) {
+    config = fmt::format(
+        "#include \"mla_qproj_wg.cuh\"\n"
+        "\n"
+        "using Config = spark::MlaQprojWgConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BN=*/{}, /*GROUPS=*/{},\n"
+        "                                       /*QSTAGES=*/{}, /*OUT=*/{}, /*WEIGHTS=*/{}>;\n",
+        key.k, key.n, key.r, t.bn, t.groups, t.stages, out, weights);
+  } else if (t.stationary) {
     config = fmt::format(
         "#include \"mla_qproj_ws.cuh\"\n"
         "\n"
@@ -67,7 +76,7 @@ RenderedSource render(const KernelKey& key) {
       fmt::arg("key", key.name()), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", t.describe()),
       fmt::arg("smem", r.smem_bytes), fmt::arg("config", config), fmt::arg("threads", r.threads),
       fmt::arg("min_blocks", alone ? ", 1" : ""), fmt::arg("entry", kKernelEntryName),
-      fmt::arg("function", t.stationary ? "mla_qproj_ws" : "mla_qproj"));
+      fmt::arg("function", t.wgmma ? "mla_qproj_wg" : t.stationary ? "mla_qproj_ws" : "mla_qproj"));
   return r;
 }
 

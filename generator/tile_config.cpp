@@ -52,6 +52,13 @@ int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
 
 namespace {
 
+TileConfig wgmma_stationary(int bn, int groups, int stages) {
+  TileConfig t{64, bn, 64, bn, 1, stages};
+  t.stationary = t.wgmma = true;
+  t.groups = groups;
+  return t;
+}
+
 int round128(int bytes) { return (bytes + 127) / 128 * 128; }
 
 // Mirrors MlaQprojWsConfig::kSmemBytes in templates/mla_qproj_ws.cuh.
@@ -63,14 +70,28 @@ int stationary_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat
   return w + stage + std::max((t.stages - 1) * stage, raw);
 }
 
+// Mirrors MlaQprojWgConfig::kSmemBytes in templates/mla_qproj_wg.cuh.
+int wgmma_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat weights) {
+  const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
+  const int w = t.bn / 64 * k * 128;
+  const int stage = 64 * k * 2;
+  const int staging = t.groups * 4 * 16 * (64 * out_bytes + 16);
+  const int raw = weights == WeightFormat::kMxfp8 ? k * (t.bn + 16) + k * (t.bn / 128) * 4 : 0;
+  return std::max(w + t.groups * t.stages * stage + staging, w + t.groups * stage + raw) + 1024;
+}
+
 }  // namespace
 
 int TileConfig::smem_bytes(int k, OutDtype out, WeightFormat weights) const {
+  if (wgmma) return wgmma_smem_bytes(*this, k, out, weights);
   if (stationary) return stationary_smem_bytes(*this, k, out, weights);
   return std::max(stages, 1) * stage_bytes(k, out, weights);
 }
 
 std::string TileConfig::describe() const {
+  if (wgmma)
+    return fmt::format("weight-stationary wgmma BN={} groups={} QSTAGES={} threads={}", bn, groups, stages,
+                       threads());
   if (stationary)
     return fmt::format("weight-stationary BM={} BN={} WM={} WN={} QSTAGES={} threads={}", bm, bn, wm, wn, stages,
                        threads());
@@ -88,9 +109,15 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
     TileConfig& t = e.tile;
     char tail = 0;
     t.stages = 0;
-    int n = std::sscanf(item.c_str(), "%d-%d:ws:%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
-                        &t.wm, &t.wn, &t.stages, &tail);
-    if (n == 7) {
+    int n = std::sscanf(item.c_str(), "%d-%d:wg:%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bn, &t.groups,
+                        &t.stages, &tail);
+    if (n == 5) {
+      SPARK_CHECK((t.bn == 128 || t.bn == 256) && t.groups >= 1 && t.groups <= 3 && t.stages >= 2 && t.stages <= 4,
+                  SPARK_ERROR_INVALID_ARGUMENT,
+                  "SPARK_REGIMES: '{}': a wgmma tile needs BN 128 or 256, 1..3 groups and 2..4 stages", item);
+      t = wgmma_stationary(t.bn, t.groups, t.stages);
+    } else if ((n = std::sscanf(item.c_str(), "%d-%d:ws:%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm,
+                                &t.bn, &t.wm, &t.wn, &t.stages, &tail)) == 7) {
       t.stationary = true;
       SPARK_CHECK(t.stages >= 2 && t.stages <= 4 && t.bn % 128 == 0, SPARK_ERROR_INVALID_ARGUMENT,
                   "SPARK_REGIMES: '{}': a weight-stationary tile needs 2..4 stages and BN a multiple of 128",
@@ -101,8 +128,9 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
       n = std::sscanf(item.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
                       &t.wm, &t.wn, &t.ksplit, &t.stages, &tail);
       SPARK_CHECK((n == 7 || n == 8) && t.stages >= 0 && t.stages <= 2, SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES] (e.g. 1-16:16x32x16x16x2) or "
-                  "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2)",
+                  "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES] (e.g. 1-16:16x32x16x16x2), "
+                  "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES "
+                  "(e.g. 129-8192:wg:256x2x2)",
                   item);
       SPARK_CHECK(t.bn % 32 == 0 && 128 % t.bn == 0, SPARK_ERROR_INVALID_ARGUMENT,
                   "SPARK_REGIMES: tile '{}': BN must be 32, 64 or 128", item);
@@ -142,6 +170,9 @@ namespace {
 // Targets with room for a weight-stationary CTA (>= 200 KB of shared memory per block).
 bool has_room_for_stationary(const ArchInfo& arch) { return arch.max_smem_per_block >= 200 * 1024; }
 
+// The one target with warp-group MMAs (wgmma is sm_90a only).
+bool has_wgmma(const ArchInfo& arch) { return arch.name == "sm_90a"; }
+
 TileConfig stationary(int bm, int bn, int wm, int wn, int stages) {
   TileConfig t{bm, bn, wm, wn, 1, stages};
   t.stationary = true;
@@ -156,6 +187,17 @@ std::vector<RegimeEntry> regime_table(std::string_view arch) {
   // Decode (M <= 16): one 16-row MMA tile, narrow N tiles so even H = 8 spreads over
   // 128 CTAs, K split over two warp groups to halve the serial MMA chain.  tile_config()
   // widens some of these per head count (measured: bench/NOTES.md).
+  if (has_wgmma(info)) {
+    // From M = 33 a CTA keeps its weights in shared memory and streams q tiles past them:
+    // 32 x 128 mma.sync tiles up to M = 128 (templates/mla_qproj_ws.cuh), beyond that two
+    // warp groups of 64 x 256 wgmma tiles sharing the weights (templates/mla_qproj_wg.cuh).
+    return {
+        {{1, 16}, TileConfig{16, 32, 16, 16, 2, 0}},
+        {{17, 32}, TileConfig{16, 64, 16, 16, 2, 0}},
+        {{33, 128}, stationary(32, 128, 16, 32, 3)},
+        {{129, 8192}, wgmma_stationary(256, 2, 2)},
+    };
+  }
   if (has_room_for_stationary(info)) {
     // From M = 33 a CTA keeps its weights in shared memory and streams q tiles past them
     // (templates/mla_qproj_ws.cuh): 32 x 128 tiles up to M = 128, 64 x 256 beyond.
@@ -196,6 +238,17 @@ TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile)
   if (index == 0 && key.heads >= 32) {
     // Many heads already fill the machine: wider N tiles halve the q re-reads and CTAs.
     return TileConfig{16, 64, 16, 32, 2, 0};
+  }
+  if (has_wgmma(arch)) {
+    const bool mx = key.weights == WeightFormat::kMxfp8;
+    // Stationary 32 x 128 tiles pay from M = 17 with many heads, and with 16+ heads of
+    // bf16 weights (MXFP8 at few heads would dequantise a whole block for one tile).
+    if (index == 1 && (key.heads >= 32 || (key.heads >= 16 && !mx))) return stationary(32, 128, 16, 32, 3);
+    // Many heads: the 64 x 256 wgmma tiles from M = 33.  Few heads of MXFP8 weights:
+    // 64 x 128 wgmma tiles, twice the CTAs, each dequantising half the columns.
+    if (index == 2 && key.heads >= 32) return wgmma_stationary(256, 2, 2);
+    if ((index == 2 || index == 3) && key.heads < 32 && mx) return wgmma_stationary(128, 2, 3);
+    return tile;
   }
   if (has_room_for_stationary(arch)) {
     // Many heads: the stationary tiles pay from M = 17, and the wide ones from M = 33.

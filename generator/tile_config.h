@@ -25,15 +25,19 @@ std::string arch_for_compute_capability(int cc);
 // The CTA tile of one regime and its schedule.  Per-tile (templates/mla_qproj.cuh): a CTA
 // per BM x BN tile, stages 1, or 2 for a persistent double-buffered grid.  Weight-stationary
 // (templates/mla_qproj_ws.cuh): a CTA keeps BN weight columns of one head in shared memory
-// and streams M tiles through `stages` q stages; ksplit is 1.
+// and streams M tiles through `stages` q stages; ksplit is 1.  Weight-stationary on wgmma
+// (templates/mla_qproj_wg.cuh, sm_90a): `groups` warp groups of 64 x BN tiles share the
+// weights, each with `stages` q stages of its own; bm = wm = 64, wn = bn.
 struct TileConfig {
   int bm = 16, bn = 32;  // CTA tile
   int wm = 16, wn = 16;  // warp tile
   int ksplit = 1;        // warp groups splitting K
   int stages = 1;        // see above (0: the schedule's default)
   bool stationary = false;
+  bool wgmma = false;    // stationary on warp-group MMAs
+  int groups = 1;        // wgmma: consumer warp groups
 
-  int threads() const { return (bm / wm) * (bn / wn) * ksplit * 32; }
+  int threads() const { return wgmma ? groups * 128 : (bm / wm) * (bn / wn) * ksplit * 32; }
   // Shared memory of one stage of the per-tile kernel (a tile's copies, reused by its epilogue).
   int stage_bytes(int k, OutDtype out, WeightFormat weights) const;
   // Dynamic shared memory; the rendered source static_asserts the kernel agrees.
@@ -46,8 +50,8 @@ struct RegimeEntry {
   TileConfig tile;
 };
 
-// "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES],..." (per-tile) or "LO-HI:ws:BMxBNxWMxWNxSTAGES"
-// (weight-stationary) items -> a table (throws INVALID_ARGUMENT naming the item);
+// "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES],..." (per-tile), "LO-HI:ws:BMxBNxWMxWNxSTAGES"
+// (weight-stationary) or "LO-HI:wg:BNxGROUPSxSTAGES" (weight-stationary on wgmma) items -> a table (throws INVALID_ARGUMENT naming the item);
 // the format of the SPARK_REGIMES tuning override.
 std::vector<RegimeEntry> parse_regime_table(std::string_view text);
 // The regimes for an arch, ordered by M, covering 1..8192 without gaps.  SPARK_REGIMES,

@@ -83,26 +83,36 @@ __device__ __forceinline__ Tile tile_at(int t, int tiles_m) {
   return Tile{t / (kTilesN * tiles_m), (t / kTilesN) % tiles_m * C::BM, t % kTilesN * C::BN};
 }
 
-// Rows 0 .. rows-1 of kVecs 16-byte vectors each, from src (src_stride bytes apart) into
-// dst (kLd bytes apart), with 16-byte cp.async; rows >= valid_rows are zero-filled without
-// being read (their source address is `fallback`).
-template <int kVecs, int kLd, int kThreads>
-__device__ __forceinline__ void copy_rows_async(u8* dst, const u8* src, long long src_stride, int rows,
-                                                int valid_rows, const void* fallback) {
-  for (int i = threadIdx.x; i < rows * kVecs; i += kThreads) {
+// Rows 0 .. rows-1 of kVecs 16-byte vectors each, from src (src_stride bytes apart) to
+// dst + dst_offset(row, vector), with 16-byte cp.async by threads tid = 0 .. kThreads-1;
+// rows >= valid_rows are zero-filled without being read (their source is `fallback`).
+template <int kVecs, int kThreads, class DstOffset>
+__device__ __forceinline__ void copy_rows_async_to(u8* dst, DstOffset dst_offset, const u8* src,
+                                                   long long src_stride, int rows, int valid_rows,
+                                                   const void* fallback, int tid) {
+  for (int i = tid; i < rows * kVecs; i += kThreads) {
     const int r = i / kVecs, c = i % kVecs;
     const bool valid = r < valid_rows;
-    cp_async_16(dst + r * kLd + c * 16, valid ? src + r * src_stride + c * 16 : fallback, valid ? 16 : 0);
+    cp_async_16(dst + dst_offset(r, c), valid ? src + r * src_stride + c * 16 : fallback, valid ? 16 : 0);
   }
 }
 
-// Weight rows [k_begin, k_end) of head h, columns n0 .. n0+BN-1, into the rows of the same
-// index of the shared tile: bf16 into Bs (kLdB elements per row), or MXFP8 raw bytes into
-// raw (kLdRaw bytes per row) and, per row, the kScaleWords 4-byte words of scale bytes that
-// start with the 128 columns holding n0.
-template <int BN, int kLdB, int kLdRaw, int kScaleWords, bool kMx, int kThreads>
-__device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u16* Bs, u8* raw, u32* scale_words, int h,
-                                                 int n0, int k_begin, int k_end) {
+// The same into rows kLd bytes apart, by all kThreads threads of the CTA.
+template <int kVecs, int kLd, int kThreads>
+__device__ __forceinline__ void copy_rows_async(u8* dst, const u8* src, long long src_stride, int rows,
+                                                int valid_rows, const void* fallback) {
+  copy_rows_async_to<kVecs, kThreads>(
+      dst, [](int r, int c) { return r * kLd + c * 16; }, src, src_stride, rows, valid_rows, fallback,
+      threadIdx.x);
+}
+
+// Weight rows [k_begin, k_end) of head h, columns n0 .. n0+BN-1: bf16 to
+// Bs + b_offset(k, chunk) (16-byte chunks), or MXFP8 raw bytes into the rows of the same
+// index of raw (kLdRaw bytes per row) and, per row, the kScaleWords 4-byte words of scale
+// bytes that start with the 128 columns holding n0.
+template <int BN, int kLdRaw, int kScaleWords, bool kMx, int kThreads, class BOffset>
+__device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs, BOffset b_offset, u8* raw,
+                                                 u32* scale_words, int h, int n0, int k_begin, int k_end) {
   const int rows = k_end - k_begin;
   if constexpr (kMx) {
     const u8* wh = static_cast<const u8*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
@@ -114,20 +124,26 @@ __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u16* B
     }
   } else {
     const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
-    copy_rows_async<BN * 2 / 16, kLdB * 2, kThreads>(reinterpret_cast<u8*>(Bs + k_begin * kLdB),
-                                                     reinterpret_cast<const u8*>(wh), p.w_stride_k * 2, rows,
-                                                     rows, p.w);
+    copy_rows_async_to<BN * 2 / 16, kThreads>(
+        Bs, [&](int r, int c) { return b_offset(k_begin + r, c); }, reinterpret_cast<const u8*>(wh),
+        p.w_stride_k * 2, rows, rows, p.w, threadIdx.x);
   }
 }
+
+// Byte offsets into a row-major bf16 tile of kLd elements per row.
+template <int kLd>
+struct RowMajorBf16 {
+  __device__ __forceinline__ int operator()(int row, int chunk) const { return row * kLd * 2 + chunk * 16; }
+};
 
 // The weight columns of a tile.  Weights do not depend on the previous kernel, so the
 // first tile requests them before waiting on it.
 template <class C>
 __device__ __forceinline__ void load_weights(const MlaQprojParams& p, u8* stage, const Tile& t) {
   u8* raw = stage + C::kSmemA + C::kSmemB;
-  load_weight_rows<C::BN, C::kLdB, C::kLdRaw, 1, C::kMx, C::kThreads>(
-      p, reinterpret_cast<u16*>(stage + C::kSmemA), raw, reinterpret_cast<u32*>(raw + C::kSmemRaw), t.h, t.n0, 0,
-      C::K);
+  load_weight_rows<C::BN, C::kLdRaw, 1, C::kMx, C::kThreads>(p, stage + C::kSmemA, RowMajorBf16<C::kLdB>{}, raw,
+                                                             reinterpret_cast<u32*>(raw + C::kSmemRaw), t.h, t.n0,
+                                                             0, C::K);
 }
 
 // BM q_nope rows of head h from row m0 (kLdA elements apart); rows >= M are zero-filled.
@@ -175,12 +191,13 @@ __device__ __forceinline__ void copy_rope(const MlaQprojParams& p, const Tile& t
 
 // MXFP8: rows [k_begin, k_end) of a raw e4m3 tile of columns n0.. (kLdRaw bytes per row,
 // kScaleWords 4-byte words of scale bytes per row, the first covering the 128 columns
-// that hold n0) into the bf16 tile the MMAs read: RN_bf16(float(e4m3) * 2^(byte-127)).
-// The product is exact in float (4 significant bits times a power of two), so one rounding
-// to bf16 gives the rule's bits, subnormals included.
-template <int BN, int kLdRaw, int kLdB, int kScaleWords, int kThreads>
-__device__ __forceinline__ void dequantise_rows(u16* Bs, const u8* raw, const u32* scale_words, int n0,
-                                                int k_begin, int k_end) {
+// that hold n0) into the bf16 tile the MMAs read, 8 columns (16 bytes) at a time at
+// Bs + b_offset(k, chunk): RN_bf16(float(e4m3) * 2^(byte-127)).  The product is exact in
+// float (4 significant bits times a power of two), so one rounding to bf16 gives the
+// rule's bits, subnormals included.
+template <int BN, int kLdRaw, int kScaleWords, int kThreads, class BOffset>
+__device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const u8* raw, const u32* scale_words,
+                                                int n0, int k_begin, int k_end) {
   constexpr int kVecs = BN / 8;
   for (int i = threadIdx.x; i < (k_end - k_begin) * kVecs; i += kThreads) {
     const int k = k_begin + i / kVecs, v = i % kVecs;
@@ -196,7 +213,7 @@ __device__ __forceinline__ void dequantise_rows(u16* Bs, const u8* raw, const u3
     out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
     out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
     out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
-    *reinterpret_cast<uint4*>(Bs + k * kLdB + v * 8) = out;
+    *reinterpret_cast<uint4*>(Bs + b_offset(k, v)) = out;
   }
 }
 
@@ -204,9 +221,9 @@ __device__ __forceinline__ void dequantise_rows(u16* Bs, const u8* raw, const u3
 template <class C>
 __device__ __forceinline__ void dequantise_weights(u8* stage, const Tile& t) {
   const u8* raw = stage + C::kSmemA + C::kSmemB;
-  dequantise_rows<C::BN, C::kLdRaw, C::kLdB, 1, C::kThreads>(reinterpret_cast<u16*>(stage + C::kSmemA), raw,
-                                                             reinterpret_cast<const u32*>(raw + C::kSmemRaw),
-                                                             t.n0, 0, C::K);
+  dequantise_rows<C::BN, C::kLdRaw, 1, C::kThreads>(stage + C::kSmemA, RowMajorBf16<C::kLdB>{}, raw,
+                                                     reinterpret_cast<const u32*>(raw + C::kSmemRaw), t.n0, 0,
+                                                     C::K);
 }
 
 // One warp's MMAs over kSteps 16-wide K steps from k_first: A (row-major, kLdA elements
@@ -355,6 +372,9 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
   Tile tile = tile_at<C>(t, tiles_m);
   load_weights<C>(p, smem, tile);
   grid_dependency_wait();
+  // The next kernel may start now: its CTAs request their weights while this one runs,
+  // and wait for it to finish before reading what it writes.
+  grid_dependents_launch();
   load_q<C>(p, smem, tile);
   cp_async_commit();
 
@@ -380,7 +400,6 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
       cp_async_wait_all();
     }
     __syncthreads();
-    if (t == static_cast<int>(blockIdx.x)) grid_dependents_launch();
     if constexpr (C::kMx) {
       dequantise_weights<C>(cur, tile);
       __syncthreads();

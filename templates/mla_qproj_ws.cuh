@@ -77,8 +77,8 @@ template <class C>
 __device__ __forceinline__ void ws_load_weights(const MlaQprojParams& p, u8* smem, const WsUnit& u, int k_begin,
                                                 int k_end) {
   u8* raw = smem + C::kOffRaw;
-  load_weight_rows<C::BN, C::kLdB, C::kLdRaw, C::kScaleWords, C::kMx, C::kThreads>(
-      p, reinterpret_cast<u16*>(smem), raw, reinterpret_cast<u32*>(raw + C::K * C::kLdRaw), u.h, u.n0, k_begin,
+  load_weight_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kMx, C::kThreads>(
+      p, smem, RowMajorBf16<C::kLdB>{}, raw, reinterpret_cast<u32*>(raw + C::K * C::kLdRaw), u.h, u.n0, k_begin,
       k_end);
 }
 
@@ -128,6 +128,9 @@ __device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
     cp_async_commit();
   }
   grid_dependency_wait();
+  // The next kernel may start now: its CTAs request their weights while this one runs,
+  // and wait for it to finish before reading what it writes.
+  grid_dependents_launch();
   float inv_scale = 1.0f;
   if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
   ws_load_q<C>(p, stage_at(0), u, u.first_tile);
@@ -139,9 +142,9 @@ __device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
     for (int c = 0; c < C::kWChunks; ++c) {
       cp_async_wait_pending(C::kWChunks - c);
       __syncthreads();
-      dequantise_rows<C::BN, C::kLdRaw, C::kLdB, C::kScaleWords, C::kThreads>(
-          Ws, raw, reinterpret_cast<const u32*>(raw + C::K * C::kLdRaw), u.n0, c * C::kWChunkRows,
-          (c + 1) * C::kWChunkRows);
+      dequantise_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kThreads>(
+          smem, RowMajorBf16<C::kLdB>{}, raw, reinterpret_cast<const u32*>(raw + C::K * C::kLdRaw), u.n0,
+          c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
     }
     __syncthreads();  // the raw tile is consumed: its space takes the later stages
   }
@@ -163,7 +166,6 @@ __device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
     cp_async_commit();
     cp_async_wait_group<C::kQStages - 1>();
     __syncthreads();  // tile i has landed for every thread
-    if (i == 0) grid_dependents_launch();
 
     ws_copy_rope<C>(p, stage, u, m0, inv_scale);
     float acc[kTM][kTN][4];

@@ -127,6 +127,20 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x64x32x32x3"), Error);    // BN not a multiple of 128
   CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x256x32x64x5"), Error);   // 2..4 stages
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x256x16x32x1"), Error);      // per-tile BN <= 128
+  // Weight-stationary wgmma items: BNxGROUPSxSTAGES.
+  const auto g = parse_regime_table("1-16:16x32x16x16x2,17-8192:wg:128x2x3");
+  REQUIRE(g.size() == 2);
+  CHECK(g[1].tile.wgmma);
+  CHECK(g[1].tile.stationary);
+  CHECK(g[1].tile.bm == 64);
+  CHECK(g[1].tile.bn == 128);
+  CHECK(g[1].tile.groups == 2);
+  CHECK(g[1].tile.stages == 3);
+  CHECK(g[1].tile.threads() == 256);
+  CHECK(g[1].tile.describe().find("wgmma") != std::string::npos);
+  CHECK_THROWS_AS(parse_regime_table("1-8192:wg:64x2x2"), Error);    // BN 128 or 256
+  CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x4x2"), Error);   // 1..3 groups
+  CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x2x1"), Error);   // 2..4 stages
 }
 
 TEST_CASE("per-shape tiles fit every arch's shared memory and differ where tuned") {

@@ -33,12 +33,23 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(render(key(8, 192, {1, 16}, OutDtype::kBf16)).source != a.source);
   CHECK(render(key(8, 128, {1, 16}, OutDtype::kE4m3)).source != a.source);
   CHECK(render(key(8, 192, {17, 32}, OutDtype::kE4m3)).source != a.source);
-  // From M = 33 the sm_90a kernels keep their weights in shared memory.
-  const RenderedSource ws = render(key(8, 192, {129, 8192}, OutDtype::kE4m3));
+  // From M = 33 the sm_90a kernels keep their weights in shared memory: mma.sync up to
+  // M = 128 at few heads, warp-group MMAs beyond; sm_100a has no wgmma.
+  const RenderedSource ws = render(key(8, 192, {33, 128}, OutDtype::kE4m3));
   CHECK(ws.tile.stationary);
+  CHECK_FALSE(ws.tile.wgmma);
   CHECK(ws.source.find("#include \"mla_qproj_ws.cuh\"") != std::string::npos);
   CHECK(ws.source.find("mla_qproj_ws<Config>") != std::string::npos);
   CHECK(ws.smem_bytes == ws.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kBf16));
+  const RenderedSource wg = render(key(8, 192, {129, 8192}, OutDtype::kE4m3));
+  CHECK(wg.tile.wgmma);
+  CHECK(wg.source.find("#include \"mla_qproj_wg.cuh\"") != std::string::npos);
+  CHECK(wg.source.find("mla_qproj_wg<Config>") != std::string::npos);
+  CHECK(wg.threads == 256);
+  CHECK(wg.smem_bytes == wg.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kBf16));
+  const RenderedSource b100 = render(key(8, 192, {129, 8192}, OutDtype::kE4m3, "sm_100a"));
+  CHECK(b100.tile.stationary);
+  CHECK_FALSE(b100.tile.wgmma);
   KernelKey mx = k;
   mx.weights = WeightFormat::kMxfp8;
   const RenderedSource m = render(mx);

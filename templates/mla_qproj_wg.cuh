@@ -1,0 +1,234 @@
+// The weight-stationary schedule on sm_90a's warp-group MMAs (wgmma).
+// As in mla_qproj_ws.cuh, a CTA owns BN weight columns of one head for the whole launch
+// (MXFP8: dequantised once) and a contiguous range of 64-row M tiles.  The weights sit in
+// shared memory in the layout wgmma reads directly (64-column panels, 128-byte swizzle), so
+// no warp loads B fragments; each q tile is copied into a 128-byte swizzled K-major stage
+// that wgmma reads as A.  kGroups warp groups share the weights and take the unit's tiles
+// in turn (tile i to group i % kGroups); each group has its own kQStages q stages and
+// synchronises only its own 128 threads, so while one group's MMAs run on the tensor
+// cores the others store their outputs: the MMA and store phases of the CTA overlap.
+// A warp stages its 16 x BN outputs 64 columns at a time in its own small buffer and
+// stores whole 128-byte (bf16) or 64-byte (e4m3) row segments.
+#pragma once
+
+#include "mla_qproj_ws.cuh"
+#include "wgmma_sm90.cuh"
+
+namespace spark {
+
+template <int K_, int N_, int R_, int BN_, int GROUPS_, int QSTAGES_, int OUT_, int WEIGHTS_>
+struct MlaQprojWgConfig {
+  static constexpr int K = K_, N = N_, R = R_;
+  static constexpr int BM = 64, BN = BN_, kGroups = GROUPS_, kQStages = QSTAGES_;
+  static constexpr OutKind kOut = OutKind(OUT_);
+  static constexpr bool kMx = WeightKind(WEIGHTS_) == WeightKind::kMxfp8;
+  static constexpr int kThreads = kGroups * 128;
+  static constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
+  // Weights: BN / 64 panels of K rows x 128 bytes (64 bf16 columns), 128-byte swizzled.
+  static constexpr int kPanelBytes = K * 128;
+  static constexpr int kSmemW = BN / 64 * kPanelBytes;
+  // A q stage: K / 64 blocks of 64 rows x 128 bytes, 128-byte swizzled.
+  static constexpr int kSmemQ = BM * K * 2;
+  static constexpr int kOffStages = kSmemW;
+  // Per warp: 16 rows x 64 output columns, padded by 16 bytes per row.
+  static constexpr int kLdC = 64 * kOutBytes + 16;
+  static constexpr int kSmemWarpC = 16 * kLdC;
+  static constexpr int kOffStaging = kOffStages + kGroups * kQStages * kSmemQ;
+  static constexpr int kSmemMain = kOffStaging + kGroups * 4 * kSmemWarpC;
+  // MXFP8: raw e4m3 columns and kScaleWords words of scale bytes per K row, behind every
+  // group's first stage until they are dequantised.
+  static constexpr int kScaleWords = BN / 128;
+  static constexpr int kLdRaw = BN + 16;
+  static constexpr int kSmemRaw = kMx ? K * kLdRaw + K * kScaleWords * 4 : 0;
+  static constexpr int kOffRaw = kOffStages + kGroups * kSmemQ;
+  // Plus 1 KB so the layout can start at the next 1024-byte boundary of the window.
+  static constexpr int kSmemBytes = (kSmemMain > kOffRaw + kSmemRaw ? kSmemMain : kOffRaw + kSmemRaw) + 1024;
+  static constexpr int kWChunks = 4;
+  static constexpr int kWChunkRows = K / kWChunks;
+
+  static_assert(K % 64 == 0 && K % kWChunks == 0, "K in 64-column swizzle blocks and weight chunks");
+  static_assert(BN == 128 || BN == 256, "a warp group's tile is 64 x 128 or 64 x 256");
+  static_assert(N % BN == 0 && R % 8 == 0, "N blocks; RoPE vectors");
+  static_assert(kGroups >= 1 && kGroups <= 3 && kQStages >= 2 && kQStages <= 4, "groups and stages");
+  static_assert(BM * R / 8 % 128 == 0, "a group's threads share a tile's RoPE vectors evenly");
+  static_assert(kSmemW % 1024 == 0 && kSmemQ % 1024 == 0, "swizzle atoms stay 1024-byte aligned");
+};
+
+// Weight column n0 + 8 * chunk .. +7 of row k: panel chunk / 8, swizzled within the panel.
+template <class C>
+struct WgWeightOffset {
+  __device__ __forceinline__ int operator()(int k, int chunk) const {
+    return chunk / 8 * C::kPanelBytes + swizzle128(k, chunk % 8);
+  }
+};
+
+// q_nope row r, columns 8 * chunk .. +7: K block chunk / 8, swizzled within the block.
+template <class C>
+struct WgQOffset {
+  __device__ __forceinline__ int operator()(int r, int chunk) const {
+    return chunk / 8 * (C::BM * 128) + swizzle128(r, chunk % 8);
+  }
+};
+
+template <int kId>
+__device__ __forceinline__ void group_barrier_at(int group) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(kId + group), "n"(128) : "memory");
+}
+
+// The q_nope rows of M tile `tile` into a stage, by the 128 threads of one group.
+template <class C>
+__device__ __forceinline__ void wg_load_q(const MlaQprojParams& p, u8* stage, const WsUnit& u, int tile, int gtid) {
+  const int m0 = tile * C::BM;
+  const u16* src = p.q_nope + u.h * p.q_nope_stride_h + m0 * p.q_nope_stride_m;
+  copy_rows_async_to<C::K * 2 / 16, 128>(stage, WgQOffset<C>{}, reinterpret_cast<const u8*>(src),
+                                         p.q_nope_stride_m * 2, C::BM, p.m - m0, p.q_nope, gtid);
+}
+
+template <class C>
+__device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
+  extern __shared__ __align__(1024) u8 smem_window[];
+  u8* smem = smem_window + ((1024u - (smem_addr(smem_window) & 1023u)) & 1023u);
+  const WsUnit u = ws_unit<C>(p);
+  if (u.tiles <= 0) return;
+  const int group = threadIdx.x / 128, gtid = threadIdx.x % 128;
+  const int warp = gtid / 32, lane = gtid % 32;
+  u8* stages = smem + C::kOffStages;
+  const auto stage_at = [&](int local) {
+    return stages + ((local % C::kQStages) * C::kGroups + group) * C::kSmemQ;
+  };
+
+  // The weights do not depend on the previous kernel: request them before waiting on it.
+  u8* raw = smem + C::kOffRaw;
+  u32* scale_words = reinterpret_cast<u32*>(raw + C::K * C::kLdRaw);
+#pragma unroll
+  for (int c = 0; c < C::kWChunks; ++c) {
+    load_weight_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kMx, C::kThreads>(
+        p, smem, WgWeightOffset<C>{}, raw, scale_words, u.h, u.n0, c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
+    cp_async_commit();
+  }
+  grid_dependency_wait();
+  // The next kernel may start now: its CTAs request their weights while this one runs,
+  // and wait for it to finish before reading what it writes.
+  grid_dependents_launch();
+  float inv_scale = 1.0f;
+  if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
+
+  // Group g takes the unit's tiles g, g + kGroups, ...; its local tile j sits in stage
+  // j % kQStages.  One commit group per local tile (empty past the group's last), so every
+  // iteration waits for the same count.
+  const int my_tiles = u.tiles > group ? (u.tiles - group + C::kGroups - 1) / C::kGroups : 0;
+  const auto load_local = [&](int j) {
+    if (j < my_tiles) wg_load_q<C>(p, stage_at(j), u, u.first_tile + group + j * C::kGroups, gtid);
+    cp_async_commit();
+  };
+  load_local(0);
+  if constexpr (C::kMx) {
+    // Each weight chunk as it lands (the later chunks and the first q tiles may still fly);
+    // the raw bytes sit behind the first stages, so the other stages are requested after.
+#pragma unroll
+    for (int c = 0; c < C::kWChunks; ++c) {
+      cp_async_wait_pending(C::kWChunks - c);
+      __syncthreads();
+      dequantise_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kThreads>(
+          smem, WgWeightOffset<C>{}, raw, scale_words, u.n0, c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
+    }
+    __syncthreads();  // the raw bytes are consumed
+  }
+#pragma unroll
+  for (int j = 1; j < C::kQStages; ++j) load_local(j);
+  cp_async_wait_pending(C::kQStages);  // this thread's weight copies have landed
+  fence_proxy_async();
+  __syncthreads();  // every thread's weights (copies and dequantised stores) are visible to wgmma
+
+  const u32 w_base = smem_addr(smem);
+  float acc[C::BN / 2];
+#pragma unroll
+  for (int i = 0; i < C::BN / 2; ++i) acc[i] = 0.0f;
+  u8* my_c = smem + C::kOffStaging + (group * 4 + warp) * C::kSmemWarpC;
+
+  for (int j = 0; j < my_tiles; ++j) {
+    const int m0 = (u.first_tile + group + j * C::kGroups) * C::BM;
+    u8* stage = stage_at(j);
+
+    // RoPE rows (first N block only): requested now, stored while the MMAs run.
+    constexpr int kRopeVecs = C::BM * C::R / 8 / 128;
+    uint4 rope[kRopeVecs];
+    const bool has_rope = u.n0 == 0;
+    if (has_rope) {
+#pragma unroll
+      for (int v = 0; v < kRopeVecs; ++v) {
+        const int idx = gtid + v * 128, r = idx / (C::R / 8), c = idx % (C::R / 8);
+        if (m0 + r < p.m)
+          rope[v] = *reinterpret_cast<const uint4*>(p.q_pe + (m0 + r) * p.q_pe_stride_m + u.h * p.q_pe_stride_h +
+                                                    c * 8);
+      }
+    }
+
+    cp_async_wait_group<C::kQStages - 1>();
+    fence_proxy_async();
+    group_barrier_at<1>(group);  // the tile has landed for the whole group
+
+    const u32 a_base = smem_addr(stage);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < C::K / 16; ++s) {
+      const u64 da = wgmma_desc(a_base + s / 4 * (C::BM * 128) + s % 4 * 32, 16, 1024);
+      const u64 db = wgmma_desc(w_base + s * 16 * 128, C::kPanelBytes, 1024);
+      wgmma_bf16<C::BN>(acc, da, db, s > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+
+    if (has_rope) {
+#pragma unroll
+      for (int v = 0; v < kRopeVecs; ++v) {
+        const int idx = gtid + v * 128, r = idx / (C::R / 8), c = idx % (C::R / 8);
+        if (m0 + r < p.m) store_rope_vec<C::N, C::kOut>(p, m0 + r, u.h, c, rope[v], inv_scale);
+      }
+    }
+
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    group_barrier_at<1>(group);  // the whole group's MMAs have read the stage
+    load_local(j + C::kQStages);
+
+    // Outputs: the warp's 16 rows, 64 columns at a time through its staging buffer.
+    const int g = lane / 4, c2 = (lane % 4) * 2;
+    const int row0 = m0 + warp * 16;
+#pragma unroll
+    for (int panel = 0; panel < C::BN / 64; ++panel) {
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int jn = panel * 8 + jj;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = g + half * 8, c = jj * 8 + c2;
+          const u32 v = pack_bf16x2(acc[jn * 4 + 2 * half], acc[jn * 4 + 2 * half + 1]);
+          if (C::kOut == OutKind::kBf16) {
+            *reinterpret_cast<u32*>(my_c + r * C::kLdC + c * 2) = v;
+          } else {
+            *reinterpret_cast<u16*>(my_c + r * C::kLdC + c) = bf16x2_to_e4m3x2(v, inv_scale);
+          }
+        }
+      }
+      __syncwarp();
+      // 16 rows x 8 vectors of 8 columns (16 bytes bf16, 8 bytes e4m3).
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int idx = lane + t * 32, r = idx / 8, v = idx % 8;
+        const int m = row0 + r;
+        if (m < p.m) {
+          u8* dst = static_cast<u8*>(p.out) +
+                    (m * p.out_stride_m + u.h * p.out_stride_h + u.n0 + panel * 64 + v * 8) * C::kOutBytes;
+          if (C::kOut == OutKind::kBf16) {
+            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(my_c + r * C::kLdC + v * 16);
+          } else {
+            *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(my_c + r * C::kLdC + v * 8);
+          }
+        }
+      }
+      __syncwarp();
+    }
+  }
+}
+
+}  // namespace spark
