@@ -191,10 +191,13 @@ std::vector<RegimeEntry> regime_table(std::string_view arch) {
     // From M = 33 a CTA keeps its weights in shared memory and streams q tiles past them:
     // 32 x 128 mma.sync tiles up to M = 128 (templates/mla_qproj_ws.cuh), beyond that two
     // warp groups of 64 x 256 wgmma tiles sharing the weights (templates/mla_qproj_wg.cuh).
+    // 33..64 keeps per-tile 32 x 64 tiles for MXFP8 weights at few heads (more CTAs, each
+    // dequantising only its tile); tile_config() makes the rest stationary.
     return {
         {{1, 16}, TileConfig{16, 32, 16, 16, 2, 0}},
         {{17, 32}, TileConfig{16, 64, 16, 16, 2, 0}},
-        {{33, 128}, stationary(32, 128, 16, 32, 3)},
+        {{33, 64}, TileConfig{32, 64, 16, 32, 1, 0}},
+        {{65, 128}, stationary(32, 128, 16, 32, 3)},
         {{129, 8192}, wgmma_stationary(256, 2, 2)},
     };
   }
@@ -241,13 +244,18 @@ TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile)
   }
   if (has_wgmma(arch)) {
     const bool mx = key.weights == WeightFormat::kMxfp8;
+    const bool many = key.heads >= 32;
+    const int m_min = key.regime.m_min;
     // Stationary 32 x 128 tiles pay from M = 17 with many heads, and with 16+ heads of
     // bf16 weights (MXFP8 at few heads would dequantise a whole block for one tile).
-    if (index == 1 && (key.heads >= 32 || (key.heads >= 16 && !mx))) return stationary(32, 128, 16, 32, 3);
-    // Many heads: the 64 x 256 wgmma tiles from M = 33.  Few heads of MXFP8 weights:
-    // 64 x 128 wgmma tiles, twice the CTAs, each dequantising half the columns.
-    if (index == 2 && key.heads >= 32) return wgmma_stationary(256, 2, 2);
-    if ((index == 2 || index == 3) && key.heads < 32 && mx) return wgmma_stationary(128, 2, 3);
+    if (m_min == 17 && (many || (key.heads >= 16 && !mx))) return stationary(32, 128, 16, 32, 3);
+    // Many heads: the 64 x 256 wgmma tiles from M = 33.
+    if ((m_min == 33 || m_min == 65) && many) return wgmma_stationary(256, 2, 2);
+    // Few heads, M = 33..64: bf16 weights stationary; MXFP8 keeps the per-tile tiles.
+    if (m_min == 33 && !mx) return stationary(32, 128, 16, 32, 3);
+    // Few heads of MXFP8 weights from M = 65: 64 x 128 wgmma tiles, twice the CTAs of
+    // 64 x 256, each dequantising half the columns.
+    if ((m_min == 65 || m_min == 129) && !many && mx) return wgmma_stationary(128, 2, 3);
     return tile;
   }
   if (has_room_for_stationary(arch)) {
