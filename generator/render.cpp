@@ -20,6 +20,10 @@ void check_key_supported(const KernelKey& key) {
   const TileConfig tile = tile_config(key);
   SPARK_CHECK(!tile.wgmma || key.arch == "sm_90a", SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': wgmma tiles ({}) need sm_90a", key.name(), tile.describe());
+  SPARK_CHECK(key.weights != WeightFormat::kMxfp8 || tile.stationary || tile.wn % 32 == 0,
+              SPARK_ERROR_UNSUPPORTED,
+              "kernel key '{}': MXFP8 per-tile kernels need a warp tile N that is a multiple of 32 ({})",
+              key.name(), tile.describe());
   SPARK_CHECK(tile.smem_bytes(key.k, key.out, key.weights) <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': tile needs {} bytes of shared memory, {} allows {}", key.name(),
               tile.smem_bytes(key.k, key.out, key.weights), key.arch, arch.max_smem_per_block);
@@ -57,8 +61,8 @@ RenderedSource render(const KernelKey& key) {
         "\n"
         "using Config = spark::MlaQprojConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BM=*/{}, /*BN=*/{},\n"
         "                                     /*WM=*/{}, /*WN=*/{}, /*KSPLIT=*/{}, /*OUT=*/{},\n"
-        "                                     /*WEIGHTS=*/{}, /*STAGES=*/{}>;\n",
-        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages);
+        "                                     /*WEIGHTS=*/{}, /*STAGES=*/{}, /*KCHUNK=*/{}, /*RING=*/{}>;\n",
+        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages, t.kchunk, t.ring);
   }
   // A CTA alone on its SM (persistent or weight-stationary, 256+ threads) may use all the
   // registers rather than spill; otherwise ptxas keeps room for two CTAs.

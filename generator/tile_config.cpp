@@ -43,8 +43,11 @@ std::string arch_for_compute_capability(int cc) {
 int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
   // Mirrors MlaQprojConfig::kStageBytes in templates/mla_qproj.cuh.
   const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
-  const int mx = weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * 4 : 0;
-  const int main = bm * (k + 8) * 2 + k * (bn + 8) * 2 + mx;
+  // A, then bf16 weights (swizzled without padding from BN = 64) or MXFP8 raw bytes and
+  // one word of scale bytes per K row.
+  const int b_rows = kchunk > 0 ? kchunk * ring : k;
+  const int b = weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * 4 : b_rows * (bn >= 64 ? bn : bn + 8) * 2;
+  const int main = bm * (k + 8) * 2 + b;
   const int red = (ksplit - 1) * (bm / wm) * (bn / wn) * (wm / 16) * (wn / 8) * 4 * 32 * 4;
   const int staged = bm * (bn * out_bytes + 16);
   return (std::max(main, red + staged) + 127) / 128 * 128;
@@ -95,8 +98,8 @@ std::string TileConfig::describe() const {
   if (stationary)
     return fmt::format("weight-stationary BM={} BN={} WM={} WN={} QSTAGES={} threads={}", bm, bn, wm, wn, stages,
                        threads());
-  return fmt::format("BM={} BN={} WM={} WN={} KSPLIT={} STAGES={} threads={}", bm, bn, wm, wn, ksplit, stages,
-                     threads());
+  return fmt::format("BM={} BN={} WM={} WN={} KSPLIT={} STAGES={}{} threads={}", bm, bn, wm, wn, ksplit, stages,
+                     kchunk > 0 ? fmt::format(" KCHUNK={} RING={}", kchunk, ring) : "", threads());
 }
 
 std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
@@ -125,12 +128,25 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
     } else {
       t = TileConfig{};
       t.stages = 0;
-      n = std::sscanf(item.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
+      // An optional ":kKCHUNKxRING" streams bf16 weights in K chunks.
+      const size_t ring_at = item.find(":k");
+      const std::string base = item.substr(0, ring_at);
+      n = std::sscanf(base.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
                       &t.wm, &t.wn, &t.ksplit, &t.stages, &tail);
-      SPARK_CHECK((n == 7 || n == 8) && t.stages >= 0 && t.stages <= 2, SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES] (e.g. 1-16:16x32x16x16x2), "
-                  "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES "
-                  "(e.g. 129-8192:wg:256x2x2)",
+      int ring_fields = 2;
+      if (ring_at != std::string::npos)
+        ring_fields = std::sscanf(item.c_str() + ring_at, ":k%dx%d%c", &t.kchunk, &t.ring, &tail);
+      SPARK_CHECK((n == 7 || n == 8) && t.stages >= 0 && t.stages <= 2 && ring_fields == 2,
+                  SPARK_ERROR_INVALID_ARGUMENT,
+                  "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING] (e.g. "
+                  "1-16:16x32x16x16x2 or 1-32:16x128x16x32x2:k64x2), LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. "
+                  "129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES (e.g. 129-8192:wg:256x2x2)",
+                  item);
+      SPARK_CHECK(t.kchunk == 0 || (t.kchunk % (16 * t.ksplit) == 0 && 64 % t.kchunk == 0 && t.ring >= 1 &&
+                                    t.stages <= 1),
+                  SPARK_ERROR_INVALID_ARGUMENT,
+                  "SPARK_REGIMES: '{}': a K chunk must be 16, 32 or 64 rows of whole split K steps, with a ring of "
+                  "at least one slot and one stage",
                   item);
       SPARK_CHECK(t.bn % 32 == 0 && 128 % t.bn == 0, SPARK_ERROR_INVALID_ARGUMENT,
                   "SPARK_REGIMES: tile '{}': BN must be 32, 64 or 128", item);
@@ -235,9 +251,48 @@ std::vector<RegimeEntry> regimes_up_to(std::string_view arch, int max_m) {
 namespace {
 
 // Per-shape refinements of the default table, each from a measured sweep (bench/NOTES.md).
+TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, int ring = 1) {
+  TileConfig t{bm, bn, wm, wn, ksplit, 0};
+  t.kchunk = kchunk;
+  t.ring = ring;
+  return t;
+}
+
+// sm_90a, M <= 64 (bench/NOTES.md v4 has the sweep).  bf16 decode: 16 x 64 tiles, 16 x 128
+// at K = 192 from 16 heads (fewer q re-reads); at 128 heads those stream their weights in
+// two 64-row ring slots so the 512 tiles run in one wave.  MXFP8 decode: narrow tiles with
+// K split four ways at few heads (more CTAs share the register dequantisation), 16 x 128
+// from 64 heads.
+std::optional<TileConfig> sm90a_small_m(const KernelKey& key, int m_min) {
+  const bool mx = key.weights == WeightFormat::kMxfp8;
+  const int h = key.heads;
+  if (m_min == 1) {
+    if (mx) return h < 32 ? per_tile(16, 32, 16, 32, 4) : h < 64 ? per_tile(16, 64, 16, 32, 2) : per_tile(16, 128, 16, 32, 2);
+    if (key.k == 192 && h >= 16) return h > 64 ? per_tile(16, 128, 16, 32, 2, 64, 2) : per_tile(16, 128, 16, 32, 2);
+    return per_tile(16, 64, 16, 32, 2);
+  }
+  if (m_min == 17) {
+    // Stationary 32 x 128 tiles pay from 16 heads of bf16 weights up to 32 heads; beyond
+    // that their 2 CTAs per SM take two waves and per-tile tiles win.
+    if (h < 16) return mx ? per_tile(16, 32, 16, 32, 4) : per_tile(32, 64, 16, 32, 2);
+    if (h >= 64 && !mx) return key.k == 128 ? per_tile(32, 64, 16, 32, 1) : per_tile(32, 128, 16, 32, 2, 64, 2);
+    if (h >= 64 && key.k == 128) return h > 64 ? per_tile(32, 64, 16, 32, 1) : per_tile(32, 128, 16, 32, 2);
+    if (h < 32 && mx) return per_tile(32, 64, 16, 32, 2);
+    return stationary(32, 128, 16, 32, 3);
+  }
+  if (m_min == 33 && mx && h <= 32) {
+    // MXFP8 at few heads: per-tile tiles, each CTA dequantising only its own columns.
+    return h < 32 ? per_tile(32, 128, 16, 32, 2) : per_tile(64, 128, 32, 32, 1);
+  }
+  return std::nullopt;
+}
+
+// Per-shape refinements of the default table, each from a measured sweep (bench/NOTES.md).
 TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile) {
   if (regime_override()) return tile;  // an override is taken verbatim
   const ArchInfo& arch = arch_info(key.arch);
+  if (has_wgmma(arch))
+    if (auto t = sm90a_small_m(key, key.regime.m_min)) return *t;
   if (index == 0 && key.heads >= 32) {
     // Many heads already fill the machine: wider N tiles halve the q re-reads and CTAs.
     return TileConfig{16, 64, 16, 32, 2, 0};
@@ -246,12 +301,9 @@ TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile)
     const bool mx = key.weights == WeightFormat::kMxfp8;
     const bool many = key.heads >= 32;
     const int m_min = key.regime.m_min;
-    // Stationary 32 x 128 tiles pay from M = 17 with many heads, and with 16+ heads of
-    // bf16 weights (MXFP8 at few heads would dequantise a whole block for one tile).
-    if (m_min == 17 && (many || (key.heads >= 16 && !mx))) return stationary(32, 128, 16, 32, 3);
     // Many heads: the 64 x 256 wgmma tiles from M = 33.
     if ((m_min == 33 || m_min == 65) && many) return wgmma_stationary(256, 2, 2);
-    // Few heads, M = 33..64: bf16 weights stationary; MXFP8 keeps the per-tile tiles.
+    // Few heads, M = 33..64: bf16 weights stationary.
     if (m_min == 33 && !mx) return stationary(32, 128, 16, 32, 3);
     // Few heads of MXFP8 weights from M = 65: 64 x 128 wgmma tiles, twice the CTAs of
     // 64 x 256, each dequantising half the columns.
@@ -278,6 +330,15 @@ TileConfig tile_config(const KernelKey& key) {
   for (size_t i = 0; i < table.size(); ++i)
     if (table[i].regime == key.regime) {
       TileConfig t = refine_for_shape(key, i, table[i].tile);
+      if (key.weights == WeightFormat::kMxfp8 || t.kchunk >= key.k) t.kchunk = 0;  // whole K (MXFP8: raw bytes)
+      if (t.kchunk == 0) t.ring = 1;
+      t.ring = std::min(t.ring, t.kchunk > 0 ? key.k / t.kchunk : 1);
+      if (!regime_override() && key.weights == WeightFormat::kMxfp8 && !t.stationary && t.wn % 32 != 0) {
+        // MXFP8 warps convert whole 32-column scale groups: twice as wide, K split twice
+        // as far, the same warps.
+        t.wn *= 2;
+        t.ksplit *= 2;
+      }
       // One stage by default: a persistent double-buffered grid (stages = 2) was measured
       // slower everywhere (bench/NOTES.md, v1.3): twice the shared memory halves the CTAs
       // per SM and with them the bytes in flight, which is what this kernel lives on.

@@ -36,6 +36,8 @@ struct TileConfig {
   bool stationary = false;
   bool wgmma = false;    // stationary on warp-group MMAs
   int groups = 1;        // wgmma: consumer warp groups
+  int kchunk = 0;        // per-tile, bf16 weights: weight rows per K chunk (0: the whole K)
+  int ring = 1;          // ... and ring slots the chunks stream through
 
   int threads() const { return wgmma ? groups * 128 : (bm / wm) * (bn / wn) * ksplit * 32; }
   // Shared memory of one stage of the per-tile kernel (a tile's copies, reused by its epilogue).
@@ -50,7 +52,7 @@ struct RegimeEntry {
   TileConfig tile;
 };
 
-// "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES],..." (per-tile), "LO-HI:ws:BMxBNxWMxWNxSTAGES"
+// "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING],..." (per-tile), "LO-HI:ws:BMxBNxWMxWNxSTAGES"
 // (weight-stationary) or "LO-HI:wg:BNxGROUPSxSTAGES" (weight-stationary on wgmma) items -> a table (throws INVALID_ARGUMENT naming the item);
 // the format of the SPARK_REGIMES tuning override.
 std::vector<RegimeEntry> parse_regime_table(std::string_view text);

@@ -4,7 +4,9 @@
 // A tile is BM x BN outputs of one head.  The whole K extent of its q rows and of its
 // weight columns is requested at once (16-byte cp.async), so a tile waits for one memory
 // round trip, not one per K step; warps then run mma.sync over K, optionally split over
-// KSPLIT warp groups and reduced in shared memory in a fixed order.
+// KSPLIT warp groups and reduced in shared memory in a fixed order.  MXFP8 weights stay
+// raw (one byte each) in shared memory and are dequantised in registers as the warps load
+// their MMA fragments, so a tile needs no bf16 copy of its weights and no extra pass.
 // Tiles are numbered with N fastest, then M, then heads, so neighbours share q rows and
 // weights in L2.  STAGES == 1: one CTA per tile.  STAGES == 2: a persistent grid; each CTA
 // walks tiles gridDim.x apart and requests the next tile's copies into the other shared
@@ -33,24 +35,63 @@ struct MlaQprojParams {
   int m_chunks;  // weight-stationary schedule: M-tile ranges per (head, N block)
 };
 
+// Byte offsets of 16-byte chunks in shared-memory bf16 tiles (B operands of the MMAs).
+// Row-major with kLd elements per row:
+template <int kLd>
+struct RowMajorBf16 {
+  static constexpr int kRowBytes = kLd * 2;
+  __device__ __forceinline__ int operator()(int row, int chunk) const { return row * kLd * 2 + chunk * 16; }
+};
+// BN elements per row, chunk c of row r stored at chunk c ^ (r % 8) (BN >= 64): the eight
+// rows of an ldmatrix land in eight different bank groups without padding.
+template <int BN>
+struct SwizzledBf16 {
+  static_assert(BN % 64 == 0, "a swizzled row holds at least eight 16-byte chunks");
+  static constexpr int kRowBytes = BN * 2;
+  __device__ __forceinline__ int operator()(int row, int chunk) const {
+    return row * kRowBytes + ((chunk ^ (row % 8)) * 16);
+  }
+};
+
+template <bool kFirst, class A, class B>
+struct SelectT {
+  using type = A;
+};
+template <class A, class B>
+struct SelectT<false, A, B> {
+  using type = B;
+};
+template <bool kFirst, class A, class B>
+using Select = typename SelectT<kFirst, A, B>::type;
+
 enum class OutKind { kBf16 = 0, kE4m3 = 1 };
 enum class WeightKind { kBf16 = 0, kMxfp8 = 1 };
 
+// KCHUNK / RING (bf16 weights, one stage): the weights come in K chunks of KCHUNK rows
+// through a ring of RING slots, so a tile needs RING / (K / KCHUNK) of its weight bytes in
+// shared memory and more CTAs fit on an SM.  KCHUNK = 0: the whole K at once.
 template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_, int WEIGHTS_,
-          int STAGES_>
+          int STAGES_, int KCHUNK_ = 0, int RING_ = 1>
 struct MlaQprojConfig {
   static constexpr int K = K_, N = N_, R = R_;
   static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, KSPLIT = KSPLIT_, kStages = STAGES_;
+  static constexpr int KC = KCHUNK_ == 0 ? K : KCHUNK_;
+  static constexpr int kChunks = K / KC, kRing = KCHUNK_ == 0 ? 1 : RING_;
   static constexpr OutKind kOut = OutKind(OUT_);
   static constexpr WeightKind kWeights = WeightKind(WEIGHTS_);
   static constexpr bool kMx = kWeights == WeightKind::kMxfp8;
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kWarpsPerSplit = kWarpsM * kWarpsN;
   static constexpr int kThreads = kWarpsPerSplit * KSPLIT * 32;
-  // Rows padded by 16 bytes: consecutive rows start in different bank groups, so the
-  // eight row addresses of one ldmatrix hit distinct banks.
-  static constexpr int kLdA = K + 8, kLdB = BN + 8;
-  static constexpr int kSmemA = BM * kLdA * 2, kSmemB = K * kLdB * 2;
+  // A rows padded by 16 bytes: consecutive rows start in different bank groups, so the
+  // eight row addresses of one ldmatrix hit distinct banks.  B (bf16 weights) the same for
+  // 32-column tiles; wider tiles are unpadded with their 16-byte chunks XOR-swizzled by the
+  // row instead (the padding would cost a CTA slot per SM at K = 192).
+  static constexpr int kLdA = K + 8;
+  using BLayout = Select<(BN >= 64), SwizzledBf16<BN>, RowMajorBf16<BN + 8>>;
+  static constexpr int kSmemA = BM * kLdA * 2;
+  static constexpr int kSmemSlot = KC * BLayout::kRowBytes;  // one ring slot of bf16 weights
+  static constexpr int kSmemB = kMx ? 0 : kRing * kSmemSlot;
   static constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
   static constexpr int kLdC = BN * kOutBytes + 16;  // bytes per staged output row
   static constexpr int kSmemC = BM * kLdC;
@@ -60,7 +101,7 @@ struct MlaQprojConfig {
   static constexpr int kLdRaw = BN + 16;
   static constexpr int kSmemRaw = kMx ? K * kLdRaw : 0;
   static constexpr int kSmemScales = kMx ? K * 4 : 0;
-  static constexpr int kSmemMain = kSmemA + kSmemB + kSmemRaw + kSmemScales;
+  static constexpr int kSmemMain = kSmemA + kSmemB + kSmemRaw + kSmemScales;  // B or raw + scales
   // One stage holds a tile's copies; its epilogue (reduction + staged output) reuses it.
   static constexpr int kStageRaw = kSmemMain > kSmemRed + kSmemC ? kSmemMain : kSmemRed + kSmemC;
   static constexpr int kStageBytes = (kStageRaw + 127) / 128 * 128;
@@ -70,7 +111,11 @@ struct MlaQprojConfig {
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "warp tiling");
   static_assert(N % BN == 0 && R % 8 == 0, "N tiles and RoPE vectors");
   static_assert(!kMx || (BN % 32 == 0 && 128 % BN == 0), "an MXFP8 tile's scales fit one 4-byte word");
+  static_assert(!kMx || WN % 32 == 0, "MXFP8 warps convert whole 32-column scale groups");
   static_assert(kStages == 1 || kStages == 2, "one stage, or two for the persistent grid");
+  static_assert(K % KC == 0 && KC % (16 * KSPLIT) == 0 && KC % 8 == 0, "K chunks of whole split K steps");
+  static_assert(kRing >= 1 && kRing <= kChunks, "ring slots");
+  static_assert(kChunks == 1 || (!kMx && kStages == 1), "the weight ring is for bf16 weights and one stage");
 };
 
 struct Tile {
@@ -130,20 +175,23 @@ __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs
   }
 }
 
-// Byte offsets into a row-major bf16 tile of kLd elements per row.
-template <int kLd>
-struct RowMajorBf16 {
-  __device__ __forceinline__ int operator()(int row, int chunk) const { return row * kLd * 2 + chunk * 16; }
-};
+// Weight chunk c of a tile (rows c * KC ..) into ring slot c % kRing; the whole K when
+// kChunks == 1.
+template <class C>
+__device__ __forceinline__ void load_weight_chunk(const MlaQprojParams& p, u8* stage, const Tile& t, int c) {
+  u8* raw = stage + C::kSmemA + C::kSmemB;
+  const auto b_offset = [](int k, int chunk) { return typename C::BLayout{}(k % C::KC, chunk); };
+  load_weight_rows<C::BN, C::kLdRaw, 1, C::kMx, C::kThreads>(p, stage + C::kSmemA + c % C::kRing * C::kSmemSlot,
+                                                             b_offset, raw, reinterpret_cast<u32*>(raw + C::kSmemRaw),
+                                                             t.h, t.n0, c * C::KC, (c + 1) * C::KC);
+}
 
-// The weight columns of a tile.  Weights do not depend on the previous kernel, so the
-// first tile requests them before waiting on it.
+// The weight columns a tile needs first (the first kRing chunks).  Weights do not depend on
+// the previous kernel, so the first tile requests them before waiting on it.
 template <class C>
 __device__ __forceinline__ void load_weights(const MlaQprojParams& p, u8* stage, const Tile& t) {
-  u8* raw = stage + C::kSmemA + C::kSmemB;
-  load_weight_rows<C::BN, C::kLdRaw, 1, C::kMx, C::kThreads>(p, stage + C::kSmemA, RowMajorBf16<C::kLdB>{}, raw,
-                                                             reinterpret_cast<u32*>(raw + C::kSmemRaw), t.h, t.n0,
-                                                             0, C::K);
+#pragma unroll
+  for (int c = 0; c < C::kRing; ++c) load_weight_chunk<C>(p, stage, t, c);
 }
 
 // BM q_nope rows of head h from row m0 (kLdA elements apart); rows >= M are zero-filled.
@@ -217,34 +265,75 @@ __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const 
   }
 }
 
-// MXFP8: the whole raw tile of one stage.
-template <class C>
-__device__ __forceinline__ void dequantise_weights(u8* stage, const Tile& t) {
-  const u8* raw = stage + C::kSmemA + C::kSmemB;
-  dequantise_rows<C::BN, C::kLdRaw, 1, C::kThreads>(stage + C::kSmemA, RowMajorBf16<C::kLdB>{}, raw,
-                                                     reinterpret_cast<const u32*>(raw + C::kSmemRaw), t.n0, 0,
-                                                     C::K);
+// The A fragments of one 16-wide K step at k0 for a warp's kTM 16-row MMA tiles (A
+// row-major, kLdA elements per row, from the warp's first row).
+template <int kTM, int kLdA>
+__device__ __forceinline__ void load_a_frags(u32 (&a)[kTM][4], const u16* As, int k0, int lane) {
+#pragma unroll
+  for (int i = 0; i < kTM; ++i) ldmatrix_x4(a[i], As + (i * 16 + (lane % 16)) * kLdA + k0 + (lane / 16) * 8);
 }
 
 // One warp's MMAs over kSteps 16-wide K steps from k_first: A (row-major, kLdA elements
-// per row) starts at the warp's first row, B (K rows of kLdB elements) at its first column.
-template <int kTM, int kTN, int kLdA, int kLdB, int kSteps>
-__device__ __forceinline__ void warp_mma(float (&acc)[kTM][kTN][4], const u16* As, const u16* Bs, int k_first,
-                                         int lane) {
+// per row) starts at the warp's first row; B is read at Bs + b_offset(k, chunk), the warp's
+// columns starting at 16-byte chunk b_chunk0.
+template <int kTM, int kTN, int kLdA, int kSteps, class BOffset>
+__device__ __forceinline__ void warp_mma(float (&acc)[kTM][kTN][4], const u16* As, const u8* Bs, BOffset b_offset,
+                                         int b_chunk0, int k_first, int lane) {
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     const int k0 = k_first + s * 16;
     u32 a[kTM][4];
-#pragma unroll
-    for (int i = 0; i < kTM; ++i) ldmatrix_x4(a[i], As + (i * 16 + (lane % 16)) * kLdA + k0 + (lane / 16) * 8);
+    load_a_frags<kTM, kLdA>(a, As, k0, lane);
 #pragma unroll
     for (int j = 0; j < kTN / 2; ++j) {
       u32 b[4];
-      ldmatrix_x4_trans(b, Bs + (k0 + (lane % 16)) * kLdB + j * 16 + (lane / 16) * 8);
+      ldmatrix_x4_trans(b, Bs + b_offset(k0 + (lane % 16), b_chunk0 + j * 2 + lane / 16));
 #pragma unroll
       for (int i = 0; i < kTM; ++i) {
         mma_bf16_16816(acc[i][2 * j], a[i], b[0], b[1]);
         mma_bf16_16816(acc[i][2 * j + 1], a[i], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// MXFP8: the same with B converted from the raw e4m3 tile in registers (kLdRaw bytes per
+// row, raw pointing at the warp's first column; scale_words one word per K row, the warp's
+// first 32-column group in bits scale_shift..).  Per K step and 32-column group, lane
+// (g, c) = (lane / 4, lane % 4) reads columns 4g..4g+3 of rows k0+2c, k0+2c+1, k0+2c+8 and
+// k0+2c+9 (conflict-free for kLdRaw = BN + 16) and feeds MMA column g of the group's n8
+// blocks j = 0..3 with weight column 4g + j: acc[.][4 * group + j] holds columns
+// 4 * (MMA column) + j of the group, which stage_acc_mx puts back in order.  Each weight is
+// RN_bf16(float(e4m3) * 2^(byte - 127)): the product is exact in float, so the bits are
+// those of the MXFP8 rule, subnormals included.
+template <int kTM, int kTN, int kLdA, int kLdRaw, int kSteps>
+__device__ __forceinline__ void warp_mma_mx(float (&acc)[kTM][kTN][4], const u16* As, const u8* raw,
+                                            const u32* scale_words, int scale_shift, int k_first, int lane) {
+  static_assert(kTN % 4 == 0, "whole 32-column scale groups per warp");
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int k0 = k_first + s * 16;
+    u32 a[kTM][4];
+    load_a_frags<kTM, kLdA>(a, As, k0, lane);
+    const int rows[4] = {k0 + 2 * c, k0 + 2 * c + 1, k0 + 2 * c + 8, k0 + 2 * c + 9};
+    u32 scale[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) scale[q] = scale_words[rows[q]] >> scale_shift;
+#pragma unroll
+    for (int grp = 0; grp < kTN / 4; ++grp) {
+      float w[4][4], sc[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        e4m3x4_to_float(*reinterpret_cast<const u32*>(raw + rows[q] * kLdRaw + grp * 32 + g * 4), w[q]);
+        sc[q] = e8m0_to_float(u8(scale[q] >> (8 * grp)));
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const u32 b0 = pack_bf16x2(__fmul_rn(w[0][j], sc[0]), __fmul_rn(w[1][j], sc[1]));
+        const u32 b1 = pack_bf16x2(__fmul_rn(w[2][j], sc[2]), __fmul_rn(w[3][j], sc[3]));
+#pragma unroll
+        for (int i = 0; i < kTM; ++i) mma_bf16_16816(acc[i][grp * 4 + j], a[i], b0, b1);
       }
     }
   }
@@ -282,6 +371,35 @@ __device__ __forceinline__ void stage_acc(const float (&acc)[kTM][kTN][4], u8* C
       }
 }
 
+// stage_acc for warp_mma_mx's column order: lane (g, c) holds, per 32-column group, the
+// eight consecutive columns 8c..8c+7 of rows g and g + 8 of each 16-row MMA tile.
+template <int kTM, int kTN, int kLdC, OutKind kOut>
+__device__ __forceinline__ void stage_acc_mx(const float (&acc)[kTM][kTN][4], u8* Cs, int lane, float inv_scale) {
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int i = 0; i < kTM; ++i)
+#pragma unroll
+    for (int grp = 0; grp < kTN / 4; ++grp)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = i * 16 + g + half * 8;
+        const float(&x)[kTN][4] = acc[i];
+        u32 v[4];  // columns 8c + 2t, 8c + 2t + 1
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int e1 = t / 2, j = (t % 2) * 2;  // column 8c + 4 * e1 + j
+          v[t] = pack_bf16x2(x[grp * 4 + j][2 * half + e1], x[grp * 4 + j + 1][2 * half + e1]);
+        }
+        if (kOut == OutKind::kBf16) {
+          *reinterpret_cast<uint4*>(Cs + r * kLdC + (grp * 32 + c * 8) * 2) = make_uint4(v[0], v[1], v[2], v[3]);
+        } else {
+          const u32 lo = u32(bf16x2_to_e4m3x2(v[0], inv_scale)) | (u32(bf16x2_to_e4m3x2(v[1], inv_scale)) << 16);
+          const u32 hi = u32(bf16x2_to_e4m3x2(v[2], inv_scale)) | (u32(bf16x2_to_e4m3x2(v[3], inv_scale)) << 16);
+          *reinterpret_cast<uint2*>(Cs + r * kLdC + grp * 32 + c * 8) = make_uint2(lo, hi);
+        }
+      }
+}
+
 // The staged BM x BN outputs of head h, rows m0.., columns n0.., as whole 16-byte (bf16)
 // or 8-byte (e4m3) row segments: coalesced, and rows >= M are never touched.
 // Threads tid = 0 .. threads-1 share the work.
@@ -310,7 +428,7 @@ template <class C>
 __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* stage, const Tile& t,
                                                   float inv_scale) {
   const u16* As = reinterpret_cast<const u16*>(stage);
-  const u16* Bs = reinterpret_cast<const u16*>(stage + C::kSmemA);
+  const u8* Bs = stage + C::kSmemA;  // bf16 weights, or MXFP8 raw bytes and scale words
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
   const int split = warp / C::kWarpsPerSplit;
@@ -321,8 +439,35 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
 
   float acc[kTM][kTN][4];
   zero_acc(acc);
-  warp_mma<kTM, kTN, C::kLdA, C::kLdB, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN,
-                                               split * kSteps * 16, lane);
+  constexpr int kChunkSteps = C::KC / 16 / C::KSPLIT;
+  if constexpr (C::kChunks > 1) {
+    // Chunk c from ring slot c % kRing; the slot is refilled with chunk c + kRing as soon
+    // as every warp is done with it.  The first kRing chunks landed with the q rows.
+#pragma unroll
+    for (int c = 0; c < C::kChunks; ++c) {
+      if (c >= C::kRing) {
+        cp_async_wait_pending(C::kRing - 1 < C::kChunks - 1 - c ? C::kRing - 1 : C::kChunks - 1 - c);
+        __syncthreads();
+      }
+      const auto b_offset = [c](int k, int chunk) { return typename C::BLayout{}(k - c * C::KC, chunk); };
+      warp_mma<kTM, kTN, C::kLdA, kChunkSteps>(acc, As + wm * C::WM * C::kLdA, Bs + c % C::kRing * C::kSmemSlot,
+                                               b_offset, wn * C::WN / 8, c * C::KC + split * kChunkSteps * 16,
+                                               lane);
+      if (c + C::kRing < C::kChunks) {
+        __syncthreads();
+        load_weight_chunk<C>(p, stage, t, c + C::kRing);
+        cp_async_commit();
+      }
+    }
+  } else if constexpr (C::kMx) {
+    const int col0 = t.n0 % 128 + wn * C::WN;  // within the 128 columns of the tile's scale words
+    warp_mma_mx<kTM, kTN, C::kLdA, C::kLdRaw, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN,
+                                                      reinterpret_cast<const u32*>(Bs + C::kSmemRaw),
+                                                      8 * (col0 / 32), split * kSteps * 16, lane);
+  } else {
+    warp_mma<kTM, kTN, C::kLdA, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs, typename C::BLayout{},
+                                        wn * C::WN / 8, split * kSteps * 16, lane);
+  }
   __syncthreads();  // every warp is done with As/Bs: the stage is reused below
 
   float* red = reinterpret_cast<float*>(stage);
@@ -351,9 +496,14 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
     }
   }
 
-  if (split == 0)
-    stage_acc<kTM, kTN, C::kLdC, C::kOut>(acc, Cs + wm * C::WM * C::kLdC + wn * C::WN * C::kOutBytes, lane,
-                                          inv_scale);
+  if (split == 0) {
+    u8* warp_cs = Cs + wm * C::WM * C::kLdC + wn * C::WN * C::kOutBytes;
+    if constexpr (C::kMx) {
+      stage_acc_mx<kTM, kTN, C::kLdC, C::kOut>(acc, warp_cs, lane, inv_scale);
+    } else {
+      stage_acc<kTM, kTN, C::kLdC, C::kOut>(acc, warp_cs, lane, inv_scale);
+    }
+  }
   __syncthreads();
   store_staged<C::BM, C::BN, C::kLdC, C::kOut>(p, Cs, t.m0, t.h, t.n0, tid, C::kThreads);
   __syncthreads();  // the staged outputs are read: the stage may take new copies
@@ -400,10 +550,6 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
       cp_async_wait_all();
     }
     __syncthreads();
-    if constexpr (C::kMx) {
-      dequantise_weights<C>(cur, tile);
-      __syncthreads();
-    }
     compute_and_store<C>(p, cur, tile, inv_scale);
     if constexpr (C::kStages == 1) break;
     tile = tile_at<C>(t + gridDim.x, tiles_m);

@@ -170,8 +170,9 @@ __device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
     ws_copy_rope<C>(p, stage, u, m0, inv_scale);
     float acc[kTM][kTN][4];
     zero_acc(acc);
-    warp_mma<kTM, kTN, C::kLdA, C::kLdB, C::K / 16>(
-        acc, reinterpret_cast<const u16*>(stage) + wm * C::WM * C::kLdA, Ws + wn * C::WN, 0, lane);
+    warp_mma<kTM, kTN, C::kLdA, C::K / 16>(acc, reinterpret_cast<const u16*>(stage) + wm * C::WM * C::kLdA,
+                                           reinterpret_cast<const u8*>(Ws), RowMajorBf16<C::kLdB>{},
+                                           wn * C::WN / 8, 0, lane);
     __syncthreads();  // every warp is done reading the stage: it takes the outputs
     stage_acc<kTM, kTN, C::kLdC, C::kOut>(acc, stage + wm * C::WM * C::kLdC + wn * C::WN * C::kOutBytes, lane,
                                           inv_scale);

@@ -141,6 +141,22 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:wg:64x2x2"), Error);    // BN 128 or 256
   CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x4x2"), Error);   // 1..3 groups
   CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x2x1"), Error);   // 2..4 stages
+  // Per-tile items streaming bf16 weights in K chunks through a ring: ":kKCHUNKxRING".
+  const auto r = parse_regime_table("1-32:16x128x16x32x2:k64x2,33-8192:32x64x16x32x1:k16x3");
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].tile.kchunk == 64);
+  CHECK(r[0].tile.ring == 2);
+  CHECK(r[1].tile.kchunk == 16);
+  CHECK(r[1].tile.ring == 3);
+  CHECK(r[0].tile.describe().find("KCHUNK=64 RING=2") != std::string::npos);
+  // Half the weight rows in shared memory: 2 x 64 rows of 128 columns instead of 192 rows.
+  CHECK(r[0].tile.smem_bytes(192, OutDtype::kBf16, WeightFormat::kBf16) ==
+        16 * (192 + 8) * 2 + 2 * 64 * 128 * 2);
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x2:k16x2"), Error);    // chunk < a split K step
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1:k48x2"), Error);    // 64 % 48
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1:k64x0"), Error);    // no slot
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1x2:k64x2"), Error);  // persistent + ring
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1:k64"), Error);
 }
 
 TEST_CASE("per-shape tiles fit every arch's shared memory and differ where tuned") {
