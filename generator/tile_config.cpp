@@ -258,7 +258,7 @@ TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, 
   return t;
 }
 
-// sm_90a, M <= 128 (bench/NOTES.md v4 has the sweep).  bf16 decode: 16 x 64 tiles, 16 x 128
+// sm_90a, M <= 64 (bench/NOTES.md v4 has the sweep).  bf16 decode: 16 x 64 tiles, 16 x 128
 // at K = 192 from 16 heads (fewer q re-reads); at 128 heads those stream their weights in
 // two 64-row ring slots so the 512 tiles run in one wave.  MXFP8 decode: narrow tiles with
 // K split four ways at few heads (more CTAs share the register dequantisation), 16 x 128
@@ -284,9 +284,6 @@ std::optional<TileConfig> sm90a_small_m(const KernelKey& key, int m_min) {
     // MXFP8 at few heads: per-tile tiles, each CTA dequantising only its own columns.
     return h < 32 ? per_tile(32, 128, 16, 32, 2) : per_tile(64, 128, 32, 32, 1);
   }
-  // 16..31 heads of bf16 weights, M = 65..128: 64 x 128 per-tile tiles give twice the CTAs
-  // of the stationary ones, each with one tile.
-  if (m_min == 65 && !mx && h >= 16 && h < 32) return per_tile(64, 128, 32, 32, 1);
   return std::nullopt;
 }
 

@@ -303,13 +303,9 @@ __device__ __forceinline__ void warp_mma(float (&acc)[kTM][kTN][4], const u16* A
 // (g, c) = (lane / 4, lane % 4) reads columns 4g..4g+3 of rows k0+2c, k0+2c+1, k0+2c+8 and
 // k0+2c+9 (conflict-free for kLdRaw = BN + 16) and feeds MMA column g of the group's n8
 // blocks j = 0..3 with weight column 4g + j: acc[.][4 * group + j] holds columns
-// 4 * (MMA column) + j of the group, which stage_acc_mx puts back in order.
-// Each weight is RN_bf16(e4m3 * 2^(byte - 127)).  Fast path: an e4m3 byte with its
-// exponent and mantissa moved into a bf16's (sign kept) is the value times 2^-120 exactly
-// (e4m3 subnormals become bf16 subnormals), so one bf16 multiply by 2^(byte - 7) per pair
-// gives the rule's bits; it holds while byte <= 134 (2^(byte - 7) is a bf16) and no byte
-// is NaN (0x7f / 0xff).  Otherwise the exact float path: float(e4m3) * 2^(byte - 127),
-// exact in float, rounded once to bf16.
+// 4 * (MMA column) + j of the group, which stage_acc_mx puts back in order.  Each weight is
+// RN_bf16(float(e4m3) * 2^(byte - 127)): the product is exact in float, so the bits are
+// those of the MXFP8 rule, subnormals included.
 template <int kTM, int kTN, int kLdA, int kLdRaw, int kSteps>
 __device__ __forceinline__ void warp_mma_mx(float (&acc)[kTM][kTN][4], const u16* As, const u8* raw,
                                             const u32* scale_words, int scale_shift, int k_first, int lane) {
@@ -326,45 +322,18 @@ __device__ __forceinline__ void warp_mma_mx(float (&acc)[kTM][kTN][4], const u16
     for (int q = 0; q < 4; ++q) scale[q] = scale_words[rows[q]] >> scale_shift;
 #pragma unroll
     for (int grp = 0; grp < kTN / 4; ++grp) {
-      u32 w[4], sb[4], nan = 0;
-      bool fast = true;
+      float w[4][4], sc[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        w[q] = *reinterpret_cast<const u32*>(raw + rows[q] * kLdRaw + grp * 32 + g * 4);
-        sb[q] = (scale[q] >> (8 * grp)) & 0xffu;
-        nan |= ((w[q] & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;  // a byte 0x7f / 0xff
-        fast = fast && sb[q] <= 134u;
+        e4m3x4_to_float(*reinterpret_cast<const u32*>(raw + rows[q] * kLdRaw + grp * 32 + g * 4), w[q]);
+        sc[q] = e8m0_to_float(u8(scale[q] >> (8 * grp)));
       }
-      const auto mma_j = [&](int j, u32 b0, u32 b1) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const u32 b0 = pack_bf16x2(__fmul_rn(w[0][j], sc[0]), __fmul_rn(w[1][j], sc[1]));
+        const u32 b1 = pack_bf16x2(__fmul_rn(w[2][j], sc[2]), __fmul_rn(w[3][j], sc[3]));
 #pragma unroll
         for (int i = 0; i < kTM; ++i) mma_bf16_16816(acc[i][grp * 4 + j], a[i], b0, b1);
-      };
-      if (fast && nan == 0) {
-        // 2^(byte - 7) as bf16: biased exponent byte + 120.
-        const u32 s01 = ((sb[0] + 120u) << 7) | ((sb[1] + 120u) << 23);
-        const u32 s23 = ((sb[2] + 120u) << 7) | ((sb[3] + 120u) << 23);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          // Byte j of two rows into bits 8..15 and 24..31, then magnitude to bits 4..10 /
-          // 20..26 with the sign left at 15 / 31.
-          const u32 sel = u32(j) << 4 | u32(4 + j) << 12;
-          const u32 v01 = __byte_perm(w[0], w[1], sel), v23 = __byte_perm(w[2], w[3], sel);
-          const u32 t01 = ((v01 >> 4) & 0x07f007f0u) | (v01 & 0x80008000u);
-          const u32 t23 = ((v23 >> 4) & 0x07f007f0u) | (v23 & 0x80008000u);
-          mma_j(j, mul_bf16x2(t01, s01), mul_bf16x2(t23, s23));
-        }
-      } else {
-        float f[4][4], sc[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          e4m3x4_to_float(w[q], f[q]);
-          sc[q] = e8m0_to_float(u8(sb[q]));
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          mma_j(j, pack_bf16x2(__fmul_rn(f[0][j], sc[0]), __fmul_rn(f[1][j], sc[1])),
-                pack_bf16x2(__fmul_rn(f[2][j], sc[2]), __fmul_rn(f[3][j], sc[3])));
-        }
       }
     }
   }

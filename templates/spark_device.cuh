@@ -186,14 +186,6 @@ SPARK_DEVICE float rcp_rn(float x) {
   return r;
 }
 
-// d = RN_bf16(a * b) per half, the exact product rounded once (bf16 subnormals kept; the
-// -0 addend leaves every product, signed zeros included, unchanged).
-SPARK_DEVICE u32 mul_bf16x2(u32 a, u32 b) {
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-  return d;
-}
-
 // Two already-clamped floats -> two e4m3fn bytes, lo in the low byte.
 SPARK_DEVICE u16 pack_e4m3x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -223,14 +215,8 @@ SPARK_DEVICE void e4m3x4_to_float(u32 v, float (&f)[4]) {
       : "=f"(f[2]), "=f"(f[3])
       : "r"(h23));
 #else
-  // Exponent and mantissa moved into a float's (sign kept) give the value times 2^-120
-  // exactly (e4m3 subnormals become float subnormals); 0x7f / 0xff are NaN.
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const u32 b = (v >> (8 * i)) & 0xffu;
-    const float x = __fmul_rn(bits_float(((b & 0x80u) << 24) | ((b & 0x7fu) << 20)), 0x1p120f);
-    f[i] = (b & 0x7fu) == 0x7fu ? bits_float(((b & 0x80u) << 24) | 0x7fc00000u) : x;
-  }
+  for (int i = 0; i < 4; ++i) f[i] = e4m3_to_float(u8(v >> (8 * i)));
 #endif
 }
 
