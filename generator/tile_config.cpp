@@ -250,7 +250,7 @@ std::vector<RegimeEntry> regimes_up_to(std::string_view arch, int max_m) {
 
 namespace {
 
-// Per-shape refinements of the default table, each from a measured sweep (bench/NOTES.md).
+// A per-tile kernel tile (its stages are filled in by tile_config()).
 TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, int ring = 1) {
   TileConfig t{bm, bn, wm, wn, ksplit, 0};
   t.kchunk = kchunk;
@@ -267,13 +267,19 @@ std::optional<TileConfig> sm90a_small_m(const KernelKey& key, int m_min) {
   const bool mx = key.weights == WeightFormat::kMxfp8;
   const int h = key.heads;
   if (m_min == 1) {
-    if (mx) return h < 32 ? per_tile(16, 32, 16, 32, 4) : h < 64 ? per_tile(16, 64, 16, 32, 2) : per_tile(16, 128, 16, 32, 2);
-    if (key.k == 192 && h >= 16) return h > 64 ? per_tile(16, 128, 16, 32, 2, 64, 2) : per_tile(16, 128, 16, 32, 2);
+    if (mx) {
+      if (h < 32) return per_tile(16, 32, 16, 32, 4);
+      return h < 64 ? per_tile(16, 64, 16, 32, 2) : per_tile(16, 128, 16, 32, 2);
+    }
+    if (key.k == 192 && h >= 16) {
+      return h > 64 ? per_tile(16, 128, 16, 32, 2, 64, 2) : per_tile(16, 128, 16, 32, 2);
+    }
     return per_tile(16, 64, 16, 32, 2);
   }
   if (m_min == 17) {
-    // Stationary 32 x 128 tiles pay from 16 heads of bf16 weights up to 32 heads; beyond
-    // that their 2 CTAs per SM take two waves and per-tile tiles win.
+    // Per-tile below 16 heads and from 64 (where the stationary CTAs, 2 per SM, would
+    // take two waves), except MXFP8 at K = 192; MXFP8 per-tile below 32 heads too.  The
+    // rest, bf16 at 16..63 heads and MXFP8 at 32..63, keeps stationary 32 x 128 tiles.
     if (h < 16) return mx ? per_tile(16, 32, 16, 32, 4) : per_tile(32, 64, 16, 32, 2);
     if (h >= 64 && !mx) return key.k == 128 ? per_tile(32, 64, 16, 32, 1) : per_tile(32, 128, 16, 32, 2, 64, 2);
     if (h >= 64 && key.k == 128) return h > 64 ? per_tile(32, 64, 16, 32, 1) : per_tile(32, 128, 16, 32, 2);
