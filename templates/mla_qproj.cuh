@@ -439,10 +439,16 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
 
   float acc[kTM][kTN][4];
   zero_acc(acc);
-  constexpr int kChunkSteps = C::KC / 16 / C::KSPLIT;
-  if constexpr (C::kChunks > 1) {
-    // Chunk c from ring slot c % kRing; the slot is refilled with chunk c + kRing as soon
-    // as every warp is done with it.  The first kRing chunks landed with the q rows.
+  if constexpr (C::kMx) {
+    const int col0 = t.n0 % 128 + wn * C::WN;  // within the 128 columns of the tile's scale words
+    warp_mma_mx<kTM, kTN, C::kLdA, C::kLdRaw, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN,
+                                                      reinterpret_cast<const u32*>(Bs + C::kSmemRaw),
+                                                      8 * (col0 / 32), split * kSteps * 16, lane);
+  } else {
+    // bf16: K chunk c from ring slot c % kRing (one chunk, the whole K, without a ring); the
+    // slot is refilled with chunk c + kRing as soon as every warp is done with it.  The
+    // first kRing chunks landed with the q rows.
+    constexpr int kChunkSteps = C::KC / 16 / C::KSPLIT;
 #pragma unroll
     for (int c = 0; c < C::kChunks; ++c) {
       if (c >= C::kRing) {
@@ -459,14 +465,6 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
         cp_async_commit();
       }
     }
-  } else if constexpr (C::kMx) {
-    const int col0 = t.n0 % 128 + wn * C::WN;  // within the 128 columns of the tile's scale words
-    warp_mma_mx<kTM, kTN, C::kLdA, C::kLdRaw, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN,
-                                                      reinterpret_cast<const u32*>(Bs + C::kSmemRaw),
-                                                      8 * (col0 / 32), split * kSteps * 16, lane);
-  } else {
-    warp_mma<kTM, kTN, C::kLdA, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs, typename C::BLayout{},
-                                        wn * C::WN / 8, split * kSteps * 16, lane);
   }
   __syncthreads();  // every warp is done with As/Bs: the stage is reused below
 
