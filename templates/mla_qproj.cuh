@@ -240,9 +240,9 @@ __device__ __forceinline__ void copy_rope(const MlaQprojParams& p, const Tile& t
 // MXFP8: rows [k_begin, k_end) of a raw e4m3 tile of columns n0.. (kLdRaw bytes per row,
 // kScaleWords 4-byte words of scale bytes per row, the first covering the 128 columns
 // that hold n0) into the bf16 tile the MMAs read, 8 columns (16 bytes) at a time at
-// Bs + b_offset(k, chunk): RN_bf16(e4m3 * 2^(byte - 127)), the rule's bits, subnormals
-// included, by one bf16 multiply per pair where the bytes allow it, else as the float
-// product (exact: 4 significant bits times a power of two) rounded once.
+// Bs + b_offset(k, chunk): RN_bf16(float(e4m3) * 2^(byte-127)).  The product is exact in
+// float (4 significant bits times a power of two), so one rounding to bf16 gives the
+// rule's bits, subnormals included.
 template <int BN, int kLdRaw, int kScaleWords, int kThreads, class BOffset>
 __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const u8* raw, const u32* scale_words,
                                                 int n0, int k_begin, int k_end) {
@@ -252,25 +252,15 @@ __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const 
     const int n = n0 + v * 8;
     const uint2 q = *reinterpret_cast<const uint2*>(raw + k * kLdRaw + v * 8);
     const u32 word = scale_words[k * kScaleWords + (n / 128 - n0 / 128)];
-    const u32 sb = (word >> (8 * ((n / 32) % 4))) & 0xffu;
+    const float s = e8m0_to_float(u8((word >> (8 * ((n / 32) % 4))) & 0xffu));
+    float lo[4], hi[4];
+    e4m3x4_to_float(q.x, lo);
+    e4m3x4_to_float(q.y, hi);
     uint4 out;
-    if (sb <= kMxPairScaleMax && e4m3x4_finite(q.x) && e4m3x4_finite(q.y)) {
-      // Bytes 0, 1 and 2, 3 of each word into bits 8..15 and 24..31.
-      const u32 s2 = e8m0_to_bf16x2_raised(sb, sb);
-      out.x = mul_bf16x2(e4m3x2_to_bf16x2_lowered(__byte_perm(q.x, 0, 0x1000)), s2);
-      out.y = mul_bf16x2(e4m3x2_to_bf16x2_lowered(__byte_perm(q.x, 0, 0x3020)), s2);
-      out.z = mul_bf16x2(e4m3x2_to_bf16x2_lowered(__byte_perm(q.y, 0, 0x1000)), s2);
-      out.w = mul_bf16x2(e4m3x2_to_bf16x2_lowered(__byte_perm(q.y, 0, 0x3020)), s2);
-    } else {
-      const float s = e8m0_to_float(u8(sb));
-      float lo[4], hi[4];
-      e4m3x4_to_float(q.x, lo);
-      e4m3x4_to_float(q.y, hi);
-      out.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
-      out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
-      out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
-      out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
-    }
+    out.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
+    out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
+    out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
+    out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
     *reinterpret_cast<uint4*>(Bs + b_offset(k, v)) = out;
   }
 }
@@ -314,10 +304,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[kTM][kTN][4], const u16* A
 // k0+2c+9 (conflict-free for kLdRaw = BN + 16) and feeds MMA column g of the group's n8
 // blocks j = 0..3 with weight column 4g + j: acc[.][4 * group + j] holds columns
 // 4 * (MMA column) + j of the group, which stage_acc_mx puts back in order.  Each weight is
-// RN_bf16(e4m3 * 2^(byte - 127)), the MXFP8 rule's bits, subnormals included: one bf16
-// multiply per pair (e4m3x2_to_bf16x2_lowered) when every lane's bytes allow it, else the
-// exact float product rounded once.  The choice is made for the whole warp, so the MMAs
-// always run converged.
+// RN_bf16(float(e4m3) * 2^(byte - 127)): the product is exact in float, so the bits are
+// those of the MXFP8 rule, subnormals included.
 template <int kTM, int kTN, int kLdA, int kLdRaw, int kSteps>
 __device__ __forceinline__ void warp_mma_mx(float (&acc)[kTM][kTN][4], const u16* As, const u8* raw,
                                             const u32* scale_words, int scale_shift, int k_first, int lane) {
@@ -334,41 +322,19 @@ __device__ __forceinline__ void warp_mma_mx(float (&acc)[kTM][kTN][4], const u16
     for (int q = 0; q < 4; ++q) scale[q] = scale_words[rows[q]] >> scale_shift;
 #pragma unroll
     for (int grp = 0; grp < kTN / 4; ++grp) {
-      u32 w[4], sb[4];
-      bool pair_ok = true;
+      float w[4][4], sc[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        w[q] = *reinterpret_cast<const u32*>(raw + rows[q] * kLdRaw + grp * 32 + g * 4);
-        sb[q] = (scale[q] >> (8 * grp)) & 0xffu;
-        pair_ok = pair_ok && sb[q] <= kMxPairScaleMax && e4m3x4_finite(w[q]);
-      }
-      u32 b[4][2];  // per n8 block j: rows k0+2c, +1 and k0+2c+8, +9 of weight column 4g + j
-      if (__all_sync(0xffffffffu, pair_ok)) {
-        const u32 s01 = e8m0_to_bf16x2_raised(sb[0], sb[1]), s23 = e8m0_to_bf16x2_raised(sb[2], sb[3]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          // Byte j of the two rows into bits 8..15 and 24..31.
-          const u32 sel = u32(j) << 4 | u32(4 + j) << 12;
-          b[j][0] = mul_bf16x2(e4m3x2_to_bf16x2_lowered(__byte_perm(w[0], w[1], sel)), s01);
-          b[j][1] = mul_bf16x2(e4m3x2_to_bf16x2_lowered(__byte_perm(w[2], w[3], sel)), s23);
-        }
-      } else {
-        float f[4][4], sc[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          e4m3x4_to_float(w[q], f[q]);
-          sc[q] = e8m0_to_float(u8(sb[q]));
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          b[j][0] = pack_bf16x2(__fmul_rn(f[0][j], sc[0]), __fmul_rn(f[1][j], sc[1]));
-          b[j][1] = pack_bf16x2(__fmul_rn(f[2][j], sc[2]), __fmul_rn(f[3][j], sc[3]));
-        }
+        e4m3x4_to_float(*reinterpret_cast<const u32*>(raw + rows[q] * kLdRaw + grp * 32 + g * 4), w[q]);
+        sc[q] = e8m0_to_float(u8(scale[q] >> (8 * grp)));
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < 4; ++j) {
+        const u32 b0 = pack_bf16x2(__fmul_rn(w[0][j], sc[0]), __fmul_rn(w[1][j], sc[1]));
+        const u32 b1 = pack_bf16x2(__fmul_rn(w[2][j], sc[2]), __fmul_rn(w[3][j], sc[3]));
 #pragma unroll
-        for (int i = 0; i < kTM; ++i) mma_bf16_16816(acc[i][grp * 4 + j], a[i], b[j][0], b[j][1]);
+        for (int i = 0; i < kTM; ++i) mma_bf16_16816(acc[i][grp * 4 + j], a[i], b0, b1);
+      }
     }
   }
 }

@@ -101,23 +101,6 @@ SPARK_HD float scale_clamp_e4m3(float x, float inv) {
   return z;
 }
 
-// The MXFP8 rule with one bf16 multiply per weight pair.  An e4m3 byte's exponent and
-// mantissa moved into a bf16's (sign kept) are the byte's value times 2^-120 exactly, e4m3
-// subnormals becoming bf16 subnormals; times 2^(scale - 7), rounded once, that is
-// RN_bf16(e4m3 * 2^(scale - 127)).  It needs 2^(scale - 7) to be a bf16 (scale byte
-// <= kMxPairScaleMax) and no NaN byte (0x7f / 0xff); anything else takes the float path.
-constexpr u32 kMxPairScaleMax = 134;
-
-// Two e4m3 bytes held in bits 8..15 and 24..31 of v (the other bits ignored) as the two
-// halves of a bf16x2, each the byte's value times 2^-120.
-SPARK_HD u32 e4m3x2_to_bf16x2_lowered(u32 v) { return ((v >> 4) & 0x07f007f0u) | (v & 0x80008000u); }
-
-// 2^(lo - 7) and 2^(hi - 7) as a bf16x2, for bytes <= kMxPairScaleMax.
-SPARK_HD u32 e8m0_to_bf16x2_raised(u32 lo, u32 hi) { return (lo + 120u) << 7 | (hi + 120u) << 23; }
-
-// Whether none of the four e4m3 bytes of v is NaN.
-SPARK_HD bool e4m3x4_finite(u32 v) { return (((v & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) == 0; }
-
 #if defined(__CUDACC__)
 
 SPARK_DEVICE u32 smem_addr(const void* p) {
@@ -201,14 +184,6 @@ SPARK_DEVICE float rcp_rn(float x) {
   float r;
   asm("rcp.rn.f32 %0, %1;\n" : "=f"(r) : "f"(x));
   return r;
-}
-
-// d = RN_bf16(a * b) per half: the exact product rounded once (subnormals kept; the -0
-// addend leaves every product, signed zeros included, unchanged).
-SPARK_DEVICE u32 mul_bf16x2(u32 a, u32 b) {
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-  return d;
 }
 
 // Two already-clamped floats -> two e4m3fn bytes, lo in the low byte.

@@ -78,37 +78,3 @@ TEST_CASE("scale and clamp keeps NaN and saturates at 448") {
   CHECK(std::isnan(spark::scale_clamp_e4m3(NAN, 2.0f)));
   CHECK(spark::scale_clamp_e4m3(3.0f, 0.5f) == 1.5f);
 }
-
-TEST_CASE("MXFP8 pair rule: moved e4m3 bits times 2^(scale - 7) are the dequantised weight") {
-  // The kernels' one-multiply path: both halves of e4m3x2_to_bf16x2_lowered are the code's
-  // value times 2^-120, and one rounding of that times e8m0_to_bf16x2_raised's factor is
-  // the rule's bf16, for every finite code and every scale byte the path takes.
-  using spark_test::bf16_to_float;
-  for (uint32_t scale = 0; scale <= spark::kMxPairScaleMax; ++scale) {
-    const uint32_t factor = spark::e8m0_to_bf16x2_raised(scale, scale);
-    CHECK((factor & 0xffffu) == factor >> 16);
-    CHECK(bf16_to_float(static_cast<uint16_t>(factor)) == std::ldexp(1.0f, static_cast<int>(scale) - 7));
-    for (int c = 0; c < 256; ++c) {
-      if (spark_test::e4m3_is_nan(static_cast<uint8_t>(c))) continue;
-      CAPTURE(scale);
-      CAPTURE(c);
-      // The code in the high byte of each half, the other bytes noise the rule ignores.
-      const uint32_t v = 0x005a00a5u | uint32_t(c) << 8 | uint32_t(c ^ 0x80) << 24;
-      const uint32_t moved = spark::e4m3x2_to_bf16x2_lowered(v);
-      const float lo = bf16_to_float(static_cast<uint16_t>(moved)), hi = bf16_to_float(static_cast<uint16_t>(moved >> 16));
-      CHECK(lo == std::ldexp(spark_test::e4m3_to_float(static_cast<uint8_t>(c)), -120));
-      CHECK(std::signbit(lo) == ((c & 0x80) != 0));
-      CHECK(std::signbit(hi) != std::signbit(lo));
-      // The product of a <= 4-bit significand and a power of two is exact in float.
-      const float product = lo * bf16_to_float(static_cast<uint16_t>(factor));
-      CHECK(spark_test::float_to_bf16_rne(product) == spark_test::dequant_mxfp8(static_cast<uint8_t>(c), scale));
-    }
-  }
-  CHECK(spark::e4m3x4_finite(0x7e7e7e7eu));
-  CHECK(spark::e4m3x4_finite(0xfe00807eu));
-  for (int byte = 0; byte < 4; ++byte) {
-    const uint32_t others = 0x01020304u & ~(0xffu << (8 * byte));
-    CHECK_FALSE(spark::e4m3x4_finite(others | 0x7fu << (8 * byte)));
-    CHECK_FALSE(spark::e4m3x4_finite(others | 0xffu << (8 * byte)));
-  }
-}
