@@ -290,6 +290,11 @@ std::optional<TileConfig> sm90a_small_m(const KernelKey& key, int m_min) {
     // MXFP8 at few heads: per-tile tiles, each CTA dequantising only its own columns.
     return h < 32 ? per_tile(32, 128, 16, 32, 2) : per_tile(64, 128, 32, 32, 1);
   }
+  if (m_min == 65 && mx && h <= 8) {
+    // Up to 8 heads the 32 x 128 per-tile CTAs of M = 128 (16 per head) still fit one
+    // wave; from 11 heads the 64 x 128 wgmma tiles win (sweeps-v5).
+    return per_tile(32, 128, 16, 32, 2);
+  }
   return std::nullopt;
 }
 

@@ -50,7 +50,6 @@ struct MlaQprojWgConfig {
   static_assert(BN == 128 || BN == 256, "a warp group's tile is 64 x 128 or 64 x 256");
   static_assert(N % BN == 0 && R % 8 == 0, "N blocks; RoPE vectors");
   static_assert(kGroups >= 1 && kGroups <= 3 && kQStages >= 2 && kQStages <= 4, "groups and stages");
-  static_assert(BM * R / 8 % 128 == 0, "a group's threads share a tile's RoPE vectors evenly");
   static_assert(kSmemW % 1024 == 0 && kSmemQ % 1024 == 0, "swizzle atoms stay 1024-byte aligned");
 };
 
@@ -146,23 +145,30 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   for (int i = 0; i < C::BN / 2; ++i) acc[i] = 0.0f;
   u8* my_c = smem + C::kOffStaging + (group * 4 + warp) * C::kSmemWarpC;
 
+  // RoPE rows: the kBlocksN CTAs of a (head, M chunk) each copy their share of every
+  // tile's rows, so no N block waits longer than the others.  They come by plain loads
+  // one tile ahead (the first now), so their latency hides behind a whole tile.
+  constexpr int kBlocksN = C::N / C::BN;
+  constexpr int kRopeRows = C::BM / kBlocksN;
+  constexpr int kRopeVecs = kRopeRows * (C::R / 8) / 128;
+  static_assert(kRopeRows * (C::R / 8) % 128 == 0, "a group's threads share an N block's RoPE vectors evenly");
+  const int rope_row0 = u.n0 / C::BN * kRopeRows;
+  uint4 rope[kRopeVecs];
+  const auto load_rope = [&](int j) {
+    if (j >= my_tiles) return;
+    const int m0 = (u.first_tile + group + j * C::kGroups) * C::BM;
+#pragma unroll
+    for (int v = 0; v < kRopeVecs; ++v) {
+      const int idx = gtid + v * 128, r = rope_row0 + idx / (C::R / 8), c = idx % (C::R / 8);
+      if (m0 + r < p.m)
+        rope[v] = *reinterpret_cast<const uint4*>(p.q_pe + (m0 + r) * p.q_pe_stride_m + u.h * p.q_pe_stride_h + c * 8);
+    }
+  };
+  load_rope(0);
+
   for (int j = 0; j < my_tiles; ++j) {
     const int m0 = (u.first_tile + group + j * C::kGroups) * C::BM;
     u8* stage = stage_at(j);
-
-    // RoPE rows (first N block only): requested now, stored while the MMAs run.
-    constexpr int kRopeVecs = C::BM * C::R / 8 / 128;
-    uint4 rope[kRopeVecs];
-    const bool has_rope = u.n0 == 0;
-    if (has_rope) {
-#pragma unroll
-      for (int v = 0; v < kRopeVecs; ++v) {
-        const int idx = gtid + v * 128, r = idx / (C::R / 8), c = idx % (C::R / 8);
-        if (m0 + r < p.m)
-          rope[v] = *reinterpret_cast<const uint4*>(p.q_pe + (m0 + r) * p.q_pe_stride_m + u.h * p.q_pe_stride_h +
-                                                    c * 8);
-      }
-    }
 
     cp_async_wait_group<C::kQStages - 1>();
     fence_proxy_async();
@@ -178,13 +184,13 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     }
     wgmma_commit();
 
-    if (has_rope) {
+    // While the MMAs run: this tile's RoPE rows out, the next tile's requested.
 #pragma unroll
-      for (int v = 0; v < kRopeVecs; ++v) {
-        const int idx = gtid + v * 128, r = idx / (C::R / 8), c = idx % (C::R / 8);
-        if (m0 + r < p.m) store_rope_vec<C::N, C::kOut>(p, m0 + r, u.h, c, rope[v], inv_scale);
-      }
+    for (int v = 0; v < kRopeVecs; ++v) {
+      const int idx = gtid + v * 128, r = rope_row0 + idx / (C::R / 8), c = idx % (C::R / 8);
+      if (m0 + r < p.m) store_rope_vec<C::N, C::kOut>(p, m0 + r, u.h, c, rope[v], inv_scale);
     }
+    load_rope(j + 1);
 
     wgmma_wait<0>();
     wgmma_fence_regs(acc);
