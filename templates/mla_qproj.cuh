@@ -135,10 +135,24 @@ template <int kVecs, int kThreads, class DstOffset>
 __device__ __forceinline__ void copy_rows_async_to(u8* dst, DstOffset dst_offset, const u8* src,
                                                    long long src_stride, int rows, int valid_rows,
                                                    const void* fallback, int tid) {
-  for (int i = tid; i < rows * kVecs; i += kThreads) {
-    const int r = i / kVecs, c = i % kVecs;
-    const bool valid = r < valid_rows;
-    cp_async_16(dst + dst_offset(r, c), valid ? src + r * src_stride + c * 16 : fallback, valid ? 16 : 0);
+  if constexpr (kThreads % kVecs == 0) {
+    // A thread keeps one vector column and steps kRowStep rows at a time: its source
+    // advances by a constant, with no division or 64-bit multiply per copy.
+    constexpr int kRowStep = kThreads / kVecs;
+    const int c = static_cast<unsigned>(tid) % kVecs;
+    int r = static_cast<unsigned>(tid) / kVecs;
+    const u8* s = src + r * src_stride + c * 16;
+    const long long step = kRowStep * src_stride;
+    for (; r < rows; r += kRowStep, s += step) {
+      const bool valid = r < valid_rows;
+      cp_async_16(dst + dst_offset(r, c), valid ? s : fallback, valid ? 16 : 0);
+    }
+  } else {
+    for (int i = tid; i < rows * kVecs; i += kThreads) {
+      const int r = static_cast<unsigned>(i) / kVecs, c = static_cast<unsigned>(i) % kVecs;
+      const bool valid = r < valid_rows;
+      cp_async_16(dst + dst_offset(r, c), valid ? src + r * src_stride + c * 16 : fallback, valid ? 16 : 0);
+    }
   }
 }
 

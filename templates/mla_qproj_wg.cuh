@@ -197,9 +197,19 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     group_barrier_at<1>(group);  // the whole group's MMAs have read the stage
     load_local(j + C::kQStages);
 
-    // Outputs: the warp's 16 rows, 64 columns at a time through its staging buffer.
+    // Outputs: the warp's 16 rows, 64 columns at a time through its staging buffer.  A
+    // lane stores vector lane % 8 of rows lane / 8 + 4t (t = 0..3) of each panel; their
+    // addresses are formed once per tile.
     const int g = lane / 4, c2 = (lane % 4) * 2;
     const int row0 = m0 + warp * 16;
+    u8* dst[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int m = row0 + lane / 8 + 4 * t;
+      dst[t] = m < p.m ? static_cast<u8*>(p.out) +
+                             (m * p.out_stride_m + u.h * p.out_stride_h + u.n0 + lane % 8 * 8) * C::kOutBytes
+                       : nullptr;
+    }
 #pragma unroll
     for (int panel = 0; panel < C::BN / 64; ++panel) {
 #pragma unroll
@@ -220,15 +230,12 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
       // 16 rows x 8 vectors of 8 columns (16 bytes bf16, 8 bytes e4m3).
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
-        const int idx = lane + t * 32, r = idx / 8, v = idx % 8;
-        const int m = row0 + r;
-        if (m < p.m) {
-          u8* dst = static_cast<u8*>(p.out) +
-                    (m * p.out_stride_m + u.h * p.out_stride_h + u.n0 + panel * 64 + v * 8) * C::kOutBytes;
+        const u8* src = my_c + (lane / 8 + 4 * t) * C::kLdC + lane % 8 * 8 * C::kOutBytes;
+        if (dst[t] != nullptr) {
           if (C::kOut == OutKind::kBf16) {
-            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(my_c + r * C::kLdC + v * 16);
+            *reinterpret_cast<uint4*>(dst[t] + panel * 128) = *reinterpret_cast<const uint4*>(src);
           } else {
-            *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(my_c + r * C::kLdC + v * 8);
+            *reinterpret_cast<uint2*>(dst[t] + panel * 64) = *reinterpret_cast<const uint2*>(src);
           }
         }
       }
