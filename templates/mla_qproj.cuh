@@ -137,19 +137,24 @@ __device__ __forceinline__ void copy_rows_async_to(u8* dst, DstOffset dst_offset
                                                    const void* fallback, int tid) {
   if constexpr (kThreads % kVecs == 0) {
     // A thread keeps one vector column and steps kRowStep rows at a time: its source
-    // advances by a constant, with no division or 64-bit multiply per copy.
+    // advances by a constant, with no division or 64-bit multiply per copy.  `rows` is a
+    // constant at every call, so the passes unroll.
     constexpr int kRowStep = kThreads / kVecs;
-    const int c = static_cast<unsigned>(tid) % kVecs;
-    int r = static_cast<unsigned>(tid) / kVecs;
-    const u8* s = src + r * src_stride + c * 16;
+    const int c = static_cast<unsigned>(tid) % kVecs, r0 = static_cast<unsigned>(tid) / kVecs;
+    const u8* s = src + r0 * src_stride + c * 16;
     const long long step = kRowStep * src_stride;
-    for (; r < rows; r += kRowStep, s += step) {
-      const bool valid = r < valid_rows;
-      cp_async_16(dst + dst_offset(r, c), valid ? s : fallback, valid ? 16 : 0);
+    const int passes = (rows + kRowStep - 1) / kRowStep;
+#pragma unroll
+    for (int n = 0; n < passes; ++n, s += step) {
+      const int r = r0 + n * kRowStep;
+      if (r < rows) {
+        const bool valid = r < valid_rows;
+        cp_async_16(dst + dst_offset(r, c), valid ? s : fallback, valid ? 16 : 0);
+      }
     }
   } else {
     for (int i = tid; i < rows * kVecs; i += kThreads) {
-      const int r = static_cast<unsigned>(i) / kVecs, c = static_cast<unsigned>(i) % kVecs;
+      const int r = i / kVecs, c = i % kVecs;
       const bool valid = r < valid_rows;
       cp_async_16(dst + dst_offset(r, c), valid ? src + r * src_stride + c * 16 : fallback, valid ? 16 : 0);
     }
