@@ -232,10 +232,11 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
       for (int t = 0; t < 4; ++t) {
         const u8* src = my_c + (lane / 8 + 4 * t) * C::kLdC + lane % 8 * 8 * C::kOutBytes;
         if (dst[t] != nullptr) {
+          u8* out = dst[t] + panel * 64 * C::kOutBytes;
           if (C::kOut == OutKind::kBf16) {
-            *reinterpret_cast<uint4*>(dst[t] + panel * 128) = *reinterpret_cast<const uint4*>(src);
+            *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(src);
           } else {
-            *reinterpret_cast<uint2*>(dst[t] + panel * 64) = *reinterpret_cast<const uint2*>(src);
+            *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(src);
           }
         }
       }
