@@ -62,23 +62,24 @@ TEST_CASE("NVRTC compiles a kernel for every supported arch without a GPU") {
   }
 }
 
-TEST_CASE("every sm_90a tile the tables pick for the benchmark grid compiles without spills") {
-  // The per-head refinements pick among many tiles; compile each distinct (tile, K,
+TEST_CASE("every tile the tables pick for the benchmark grid compiles without spills, on every arch") {
+  // The per-head refinements pick among many tiles; compile each distinct (arch, tile, K,
   // weights, output) once, from the first key that picks it, a few at a time.
   std::map<std::string, KernelKey> distinct;
-  for (int heads : {8, 11, 16, 32, 64, 128})
-    for (int k : {128, 192})
-      for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8})
-        for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3})
-          for (const RegimeEntry& e : regime_table("sm_90a")) {
-            const KernelKey x = key("sm_90a", e.regime, out, k, heads, w);
-            distinct.emplace(fmt::format("{} k{} w{} o{}", tile_config(x).describe(), k, static_cast<int>(w),
-                                         static_cast<int>(out)),
-                             x);
-          }
+  for (const ArchInfo& a : supported_archs())
+    for (int heads : {8, 11, 16, 32, 64, 128})
+      for (int k : {128, 192})
+        for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8})
+          for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3})
+            for (const RegimeEntry& e : regime_table(a.name)) {
+              const KernelKey x = key(std::string(a.name), e.regime, out, k, heads, w);
+              distinct.emplace(fmt::format("{} {} k{} w{} o{}", a.name, tile_config(x).describe(), k,
+                                           static_cast<int>(w), static_cast<int>(out)),
+                               x);
+            }
   std::vector<KernelKey> keys;
   for (const auto& entry : distinct) keys.push_back(entry.second);
-  MESSAGE(keys.size() << " distinct sm_90a kernels");
+  MESSAGE(keys.size() << " distinct kernels");
   const size_t width = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);
   for (size_t first = 0; first < keys.size(); first += width) {
     std::vector<std::future<CompiledKernel>> jobs;
