@@ -258,7 +258,8 @@ TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, 
   return t;
 }
 
-// sm_90a, M <= 64 (bench/NOTES.md v4 has the sweep).  bf16 decode: 16 x 64 tiles, 16 x 128
+// sm_90a, the per-tile choices up to M = 128 and the rest of M <= 32 (bench/NOTES.md v4 and
+// v5 have the sweeps).  bf16 decode: 16 x 64 tiles, 16 x 128
 // at K = 192 from 16 heads (fewer q re-reads); at 128 heads those stream their weights in
 // two 64-row ring slots so the 512 tiles run in one wave.  MXFP8 decode: narrow tiles with
 // K split four ways at few heads (more CTAs share the register dequantisation), 16 x 128
@@ -342,8 +343,7 @@ TileConfig tile_config(const KernelKey& key) {
     if (table[i].regime == key.regime) {
       TileConfig t = refine_for_shape(key, i, table[i].tile);
       if (key.weights == WeightFormat::kMxfp8 || t.kchunk >= key.k) t.kchunk = 0;  // whole K (MXFP8: raw bytes)
-      if (t.kchunk == 0) t.ring = 1;
-      t.ring = std::min(t.ring, t.kchunk > 0 ? key.k / t.kchunk : 1);
+      t.ring = t.kchunk > 0 ? std::min(t.ring, key.k / t.kchunk) : 1;
       if (!regime_override() && key.weights == WeightFormat::kMxfp8 && !t.stationary && t.wn % 32 != 0) {
         // MXFP8 warps convert whole 32-column scale groups: twice as wide, K split twice
         // as far, the same warps.

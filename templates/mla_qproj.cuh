@@ -53,6 +53,8 @@ struct SwizzledBf16 {
   }
 };
 
+// A if kFirst, else B: std::conditional, which the templates do without (they include no
+// standard or CUDA headers, see spark_device.cuh).
 template <bool kFirst, class A, class B>
 struct SelectT {
   using type = A;
