@@ -65,8 +65,10 @@ RenderedSource render(const KernelKey& key) {
         key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages, t.kchunk, t.ring);
   }
   // A CTA alone on its SM (persistent or weight-stationary, 256+ threads) may use all the
-  // registers rather than spill; otherwise ptxas keeps room for two CTAs.
+  // registers rather than spill; otherwise ptxas keeps room for two CTAs, said explicitly at
+  // 256 threads (left to itself it held an sm_80 MXFP8 tile at 80 registers and spilled).
   const bool alone = r.threads >= 256 && (t.stages == 2 || t.stationary);
+  const char* min_blocks = alone ? ", 1" : r.threads == 256 ? ", 2" : "";
   r.source = fmt::format(
       "// spark kernel {key}\n"
       "// generator v{gen}; tile {tile}; dynamic shared memory {smem} bytes\n"
@@ -79,7 +81,7 @@ RenderedSource render(const KernelKey& key) {
       "}}\n",
       fmt::arg("key", key.name()), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", t.describe()),
       fmt::arg("smem", r.smem_bytes), fmt::arg("config", config), fmt::arg("threads", r.threads),
-      fmt::arg("min_blocks", alone ? ", 1" : ""), fmt::arg("entry", kKernelEntryName),
+      fmt::arg("min_blocks", min_blocks), fmt::arg("entry", kKernelEntryName),
       fmt::arg("function", t.wgmma ? "mla_qproj_wg" : t.stationary ? "mla_qproj_ws" : "mla_qproj"));
   return r;
 }

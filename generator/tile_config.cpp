@@ -43,10 +43,11 @@ std::string arch_for_compute_capability(int cc) {
 int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
   // Mirrors MlaQprojConfig::kStageBytes in templates/mla_qproj.cuh.
   const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
-  // A, then bf16 weights (swizzled without padding from BN = 64) or MXFP8 raw bytes and
-  // one word of scale bytes per K row.
+  // A, then bf16 weights (swizzled without padding from BN = 64) or MXFP8 raw bytes, one
+  // word of scale bytes per K row and the decoded multipliers (one per row and 32 columns).
   const int b_rows = kchunk > 0 ? kchunk * ring : k;
-  const int b = weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * 4 : b_rows * (bn >= 64 ? bn : bn + 8) * 2;
+  const int b = weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * 4 + k * (bn / 32) * 4
+                                                : b_rows * (bn >= 64 ? bn : bn + 8) * 2;
   const int main = bm * (k + 8) * 2 + b;
   const int red = (ksplit - 1) * (bm / wm) * (bn / wn) * (wm / 16) * (wn / 8) * 4 * 32 * 4;
   const int staged = bm * (bn * out_bytes + 16);
@@ -128,7 +129,7 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
     } else {
       t = TileConfig{};
       t.stages = 0;
-      // An optional ":kKCHUNKxRING" streams bf16 weights in K chunks.
+      // An optional ":kKCHUNKxRING" brings the weights in K chunks (bf16: through RING slots).
       const size_t ring_at = item.find(":k");
       const std::string base = item.substr(0, ring_at);
       n = std::sscanf(base.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
@@ -250,40 +251,45 @@ std::vector<RegimeEntry> regimes_up_to(std::string_view arch, int max_m) {
 
 namespace {
 
-// A per-tile kernel tile (its stages are filled in by tile_config()).
-TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, int ring = 1) {
+// A per-tile kernel tile (its stages are filled in by tile_config()); with a K chunk, the
+// weights come in chunks of that many rows through `ring` slots (0: every chunk its own).
+TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, int ring = 0) {
   TileConfig t{bm, bn, wm, wn, ksplit, 0};
   t.kchunk = kchunk;
   t.ring = ring;
   return t;
 }
 
-// sm_90a, the per-tile choices up to M = 128 and the rest of M <= 32 (bench/NOTES.md v4 and
-// v5 have the sweeps).  bf16 decode: 16 x 64 tiles, 16 x 128
-// at K = 192 from 16 heads (fewer q re-reads); at 128 heads those stream their weights in
-// two 64-row ring slots so the 512 tiles run in one wave.  MXFP8 decode: narrow tiles with
-// K split four ways at few heads (more CTAs share the register dequantisation), 16 x 128
-// from 64 heads.
+// sm_90a, the per-tile choices up to M = 128 and the rest of M <= 32 (bench/NOTES.md v4 to
+// v6 have the sweeps).  bf16 decode: 16 x 64 tiles, 16 x 128 at K = 192 from 16 heads
+// (fewer q re-reads); at 128 heads those stream their weights in two 64-row ring slots so
+// the 512 tiles run in one wave, and at K = 128 take them in four chunks.  MXFP8 decode:
+// narrow tiles with K split four ways at few heads (more CTAs share the register
+// dequantisation), 16 x 128 from 64 heads, without a K split at 128 heads and K = 128.
+// A K chunk (`per_tile`'s sixth argument) lets the warps start on the first rows of the
+// weights while the rest land: measured to pay at K = 192 with few heads.
 std::optional<TileConfig> sm90a_small_m(const KernelKey& key, int m_min) {
   const bool mx = key.weights == WeightFormat::kMxfp8;
   const int h = key.heads;
+  const bool k192 = key.k == 192;
   if (m_min == 1) {
     if (mx) {
-      if (h < 32) return per_tile(16, 32, 16, 32, 4);
-      return h < 64 ? per_tile(16, 64, 16, 32, 2) : per_tile(16, 128, 16, 32, 2);
+      if (h < 32) return k192 ? per_tile(16, 32, 16, 32, 4, 64) : per_tile(16, 32, 16, 32, 4);
+      if (h < 64) return per_tile(16, 64, 16, 32, 2);
+      return h > 64 && !k192 ? per_tile(16, 128, 16, 32, 1) : per_tile(16, 128, 16, 32, 2);
     }
-    if (key.k == 192 && h >= 16) {
-      return h > 64 ? per_tile(16, 128, 16, 32, 2, 64, 2) : per_tile(16, 128, 16, 32, 2);
-    }
-    return per_tile(16, 64, 16, 32, 2);
+    if (k192 && h >= 16) return h > 64 ? per_tile(16, 128, 16, 32, 2, 64, 2) : per_tile(16, 128, 16, 32, 2);
+    if (k192) return per_tile(16, 64, 16, 32, 2, 64);
+    return h > 64 ? per_tile(16, 128, 16, 32, 2, 32) : per_tile(16, 64, 16, 32, 2);
   }
   if (m_min == 17) {
     // Per-tile below 16 heads and from 64 (where the stationary CTAs, 2 per SM, would
     // take two waves), except MXFP8 at K = 192; MXFP8 per-tile below 32 heads too.  The
     // rest, bf16 at 16..63 heads and MXFP8 at 32..63, keeps stationary 32 x 128 tiles.
-    if (h < 16) return mx ? per_tile(16, 32, 16, 32, 4) : per_tile(32, 64, 16, 32, 2);
+    if (h < 16) return mx ? per_tile(16, 32, 16, 32, 4, 64) : per_tile(32, 64, 16, 32, 2, k192 ? 64 : 0);
+    if (h == 16 && !mx && k192) return per_tile(32, 64, 16, 32, 2, 64);
     if (h >= 64 && !mx) return key.k == 128 ? per_tile(32, 64, 16, 32, 1) : per_tile(32, 128, 16, 32, 2, 64, 2);
-    if (h >= 64 && key.k == 128) return h > 64 ? per_tile(32, 64, 16, 32, 1) : per_tile(32, 128, 16, 32, 2);
+    if (h >= 64 && (!k192 || h > 64)) return per_tile(32, 128, 16, 32, 1, 64);
     if (h < 32 && mx) return per_tile(32, 64, 16, 32, 2);
     return stationary(32, 128, 16, 32, 3);
   }
@@ -342,8 +348,10 @@ TileConfig tile_config(const KernelKey& key) {
   for (size_t i = 0; i < table.size(); ++i)
     if (table[i].regime == key.regime) {
       TileConfig t = refine_for_shape(key, i, table[i].tile);
-      if (key.weights == WeightFormat::kMxfp8 || t.kchunk >= key.k) t.kchunk = 0;  // whole K (MXFP8: raw bytes)
-      t.ring = t.kchunk > 0 ? std::min(t.ring, key.k / t.kchunk) : 1;
+      if (t.stationary || t.kchunk >= key.k) t.kchunk = 0;  // the whole K at once
+      // MXFP8 chunks keep their own rows of raw bytes: no ring.
+      const int chunks = t.kchunk == 0 ? 1 : key.k / t.kchunk;
+      t.ring = t.ring == 0 || key.weights == WeightFormat::kMxfp8 ? chunks : std::min(t.ring, chunks);
       if (!regime_override() && key.weights == WeightFormat::kMxfp8 && !t.stationary && t.wn % 32 != 0) {
         // MXFP8 warps convert whole 32-column scale groups: twice as wide, K split twice
         // as far, the same warps.

@@ -36,8 +36,8 @@ struct TileConfig {
   bool stationary = false;
   bool wgmma = false;    // stationary on warp-group MMAs
   int groups = 1;        // wgmma: consumer warp groups
-  int kchunk = 0;        // per-tile, bf16 weights: weight rows per K chunk (0: the whole K)
-  int ring = 1;          // ... and ring slots the chunks stream through
+  int kchunk = 0;        // per-tile: weight rows per K chunk, each waited for on its own (0: the whole K)
+  int ring = 1;          // ... and ring slots the chunks stream through (bf16; MXFP8: every chunk)
 
   int threads() const { return wgmma ? groups * 128 : (bm / wm) * (bn / wn) * ksplit * 32; }
   // Shared memory of one stage of the per-tile kernel (a tile's copies, reused by its epilogue).

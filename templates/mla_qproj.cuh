@@ -69,9 +69,12 @@ using Select = typename SelectT<kFirst, A, B>::type;
 enum class OutKind { kBf16 = 0, kE4m3 = 1 };
 enum class WeightKind { kBf16 = 0, kMxfp8 = 1 };
 
-// KCHUNK / RING (bf16 weights, one stage): the weights come in K chunks of KCHUNK rows
-// through a ring of RING slots, so a tile needs RING / (K / KCHUNK) of its weight bytes in
-// shared memory and more CTAs fit on an SM.  KCHUNK = 0: the whole K at once.
+// KCHUNK / RING (one stage): the weights come in K chunks of KCHUNK rows, each chunk its
+// own copy group, and the warps start on chunk c as soon as it has landed, so the MMAs (and
+// MXFP8's conversion) of the first chunks run while the later ones are still in flight.
+// bf16 weights may stream through a ring of RING < K / KCHUNK slots, so a tile needs only
+// RING / (K / KCHUNK) of its weight bytes in shared memory and more CTAs fit on an SM;
+// MXFP8 chunks keep their own rows (RING = K / KCHUNK).  KCHUNK = 0: the whole K at once.
 template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_, int WEIGHTS_,
           int STAGES_, int KCHUNK_ = 0, int RING_ = 1>
 struct MlaQprojConfig {
@@ -98,12 +101,15 @@ struct MlaQprojConfig {
   static constexpr int kLdC = BN * kOutBytes + 16;  // bytes per staged output row
   static constexpr int kSmemC = BM * kLdC;
   static constexpr int kSmemRed = (KSPLIT - 1) * kWarpsPerSplit * (WM / 16) * (WN / 8) * 4 * 32 * 4;
-  // MXFP8: the raw e4m3 tile (rows padded to keep 16-byte copies aligned) and, per K
-  // row, the one 4-byte word of scale bytes that covers this tile's BN columns.
+  // MXFP8: the raw e4m3 tile (rows padded to keep 16-byte copies aligned), per K row the
+  // one 4-byte word of scale bytes that covers this tile's BN columns, and those scales
+  // decoded to float multipliers, one per K row and 32-column group.
   static constexpr int kLdRaw = BN + 16;
+  static constexpr int kScaleGroups = BN / 32;
   static constexpr int kSmemRaw = kMx ? K * kLdRaw : 0;
   static constexpr int kSmemScales = kMx ? K * 4 : 0;
-  static constexpr int kSmemMain = kSmemA + kSmemB + kSmemRaw + kSmemScales;  // B or raw + scales
+  static constexpr int kSmemScaleF = kMx ? K * kScaleGroups * 4 : 0;
+  static constexpr int kSmemMain = kSmemA + kSmemB + kSmemRaw + kSmemScales + kSmemScaleF;
   // One stage holds a tile's copies; its epilogue (reduction + staged output) reuses it.
   static constexpr int kStageRaw = kSmemMain > kSmemRed + kSmemC ? kSmemMain : kSmemRed + kSmemC;
   static constexpr int kStageBytes = (kStageRaw + 127) / 128 * 128;
@@ -117,7 +123,8 @@ struct MlaQprojConfig {
   static_assert(kStages == 1 || kStages == 2, "one stage, or two for the persistent grid");
   static_assert(K % KC == 0 && KC % (16 * KSPLIT) == 0 && KC % 8 == 0, "K chunks of whole split K steps");
   static_assert(kRing >= 1 && kRing <= kChunks, "ring slots");
-  static_assert(kChunks == 1 || (!kMx && kStages == 1), "the weight ring is for bf16 weights and one stage");
+  static_assert(kChunks == 1 || (kStages == 1 && (!kMx || kRing == kChunks)),
+                "K chunks need one stage; a ring shorter than the chunks needs bf16 weights");
 };
 
 struct Tile {
@@ -207,12 +214,16 @@ __device__ __forceinline__ void load_weight_chunk(const MlaQprojParams& p, u8* s
                                                              t.h, t.n0, c * C::KC, (c + 1) * C::KC);
 }
 
-// The weight columns a tile needs first (the first kRing chunks).  Weights do not depend on
-// the previous kernel, so the first tile requests them before waiting on it.
+// The weight columns a tile needs first (the first kRing chunks, each its own copy group
+// when K comes in chunks).  Weights do not depend on the previous kernel, so the first
+// tile requests them before waiting on it.
 template <class C>
 __device__ __forceinline__ void load_weights(const MlaQprojParams& p, u8* stage, const Tile& t) {
 #pragma unroll
-  for (int c = 0; c < C::kRing; ++c) load_weight_chunk<C>(p, stage, t, c);
+  for (int c = 0; c < C::kRing; ++c) {
+    load_weight_chunk<C>(p, stage, t, c);
+    if (C::kChunks > 1) cp_async_commit();
+  }
 }
 
 // BM q_nope rows of head h from row m0 (kLdA elements apart); rows >= M are zero-filled.
@@ -227,6 +238,41 @@ __device__ __forceinline__ void load_q_rows(const MlaQprojParams& p, u16* As, in
 template <class C>
 __device__ __forceinline__ void load_q(const MlaQprojParams& p, u8* stage, const Tile& t) {
   load_q_rows<C::BM, C::K, C::kLdA, C::kThreads>(p, reinterpret_cast<u16*>(stage), t.h, t.m0);
+}
+
+// The q rows of a tile through registers, for tiles whose weights come in K chunks: the
+// copy groups complete in order and the weights' were committed first, so q must not be
+// one of them.  The loads are all issued before the first store waits for them.
+template <class C>
+struct QRegs {
+  static constexpr int kVecs = C::K * 2 / 16, kTotal = C::BM * kVecs;
+  static constexpr int kPasses = (kTotal + C::kThreads - 1) / C::kThreads;
+  uint4 v[kPasses];
+};
+
+template <class C>
+__device__ __forceinline__ QRegs<C> load_q_regs(const MlaQprojParams& p, const Tile& t) {
+  using Q = QRegs<C>;
+  QRegs<C> q;
+  const u8* src = reinterpret_cast<const u8*>(p.q_nope + t.h * p.q_nope_stride_h + t.m0 * p.q_nope_stride_m);
+#pragma unroll
+  for (int n = 0; n < Q::kPasses; ++n) {
+    const int i = threadIdx.x + n * C::kThreads, r = i / Q::kVecs, c = i % Q::kVecs;
+    q.v[n] = make_uint4(0, 0, 0, 0);
+    if (i < Q::kTotal && t.m0 + r < p.m)
+      q.v[n] = *reinterpret_cast<const uint4*>(src + r * p.q_nope_stride_m * 2 + c * 16);
+  }
+  return q;
+}
+
+template <class C>
+__device__ __forceinline__ void store_q_regs(const QRegs<C>& q, u8* stage) {
+  using Q = QRegs<C>;
+#pragma unroll
+  for (int n = 0; n < Q::kPasses; ++n) {
+    const int i = threadIdx.x + n * C::kThreads, r = i / Q::kVecs, c = i % Q::kVecs;
+    if (i < Q::kTotal) *reinterpret_cast<uint4*>(stage + r * C::kLdA * 2 + c * 16) = q.v[n];
+  }
 }
 
 // One 8-element RoPE vector of row m, head h into the output's last R columns (e4m3:
@@ -319,35 +365,36 @@ __device__ __forceinline__ void warp_mma(float (&acc)[kTM][kTN][4], const u16* A
 }
 
 // MXFP8: the same with B converted from the raw e4m3 tile in registers (kLdRaw bytes per
-// row, raw pointing at the warp's first column; scale_words one word per K row, the warp's
-// first 32-column group in bits scale_shift..).  Per K step and 32-column group, lane
+// row, raw pointing at the warp's first column; scales the decoded multipliers, kGroups per
+// K row, pointing at the warp's first 32-column group).  Per K step and 32-column group, lane
 // (g, c) = (lane / 4, lane % 4) reads columns 4g..4g+3 of rows k0+2c, k0+2c+1, k0+2c+8 and
 // k0+2c+9 (conflict-free for kLdRaw = BN + 16) and feeds MMA column g of the group's n8
 // blocks j = 0..3 with weight column 4g + j: acc[.][4 * group + j] holds columns
 // 4 * (MMA column) + j of the group, which stage_acc_mx puts back in order.  Each weight is
 // RN_bf16(float(e4m3) * 2^(byte - 127)): the product is exact in float, so the bits are
 // those of the MXFP8 rule, subnormals included.
-template <int kTM, int kTN, int kLdA, int kLdRaw, int kSteps>
+template <int kTM, int kTN, int kLdA, int kLdRaw, int kGroups, int kSteps>
 __device__ __forceinline__ void warp_mma_mx(float (&acc)[kTM][kTN][4], const u16* As, const u8* raw,
-                                            const u32* scale_words, int scale_shift, int k_first, int lane) {
+                                            const float* scales, int k_first, int lane) {
   static_assert(kTN % 4 == 0, "whole 32-column scale groups per warp");
   const int g = lane / 4, c = lane % 4;
+  // The lane's first row (k_first + 2c) in the raw bytes and the scales; every other
+  // address below is a constant offset from these.
+  const u8* raw_lane = raw + (k_first + 2 * c) * kLdRaw + g * 4;
+  const float* scales_lane = scales + (k_first + 2 * c) * kGroups;
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     const int k0 = k_first + s * 16;
     u32 a[kTM][4];
     load_a_frags<kTM, kLdA>(a, As, k0, lane);
-    const int rows[4] = {k0 + 2 * c, k0 + 2 * c + 1, k0 + 2 * c + 8, k0 + 2 * c + 9};
-    u32 scale[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) scale[q] = scale_words[rows[q]] >> scale_shift;
 #pragma unroll
     for (int grp = 0; grp < kTN / 4; ++grp) {
       float w[4][4], sc[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        e4m3x4_to_float(*reinterpret_cast<const u32*>(raw + rows[q] * kLdRaw + grp * 32 + g * 4), w[q]);
-        sc[q] = e8m0_to_float(u8(scale[q] >> (8 * grp)));
+        const int row = s * 16 + q % 2 + q / 2 * 8;  // k0 + 2c + 0, 1, 8, 9 from the lane's first
+        e4m3x4_to_float(*reinterpret_cast<const u32*>(raw_lane + row * kLdRaw + grp * 32), w[q]);
+        sc[q] = scales_lane[row * kGroups + grp];
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -443,12 +490,28 @@ __device__ __forceinline__ void store_staged(const MlaQprojParams& p, const u8* 
   }
 }
 
+// MXFP8: the landed scale bytes of K rows [k_begin, k_end) as float multipliers, one per
+// row and 32-column group of the tile, so the MMA loop reads them ready (by all threads;
+// the caller synchronises before they are read).
+template <class C>
+__device__ __forceinline__ void decode_scales(u8* stage, int n0, int k_begin, int k_end) {
+  const u32* words = reinterpret_cast<const u32*>(stage + C::kSmemA + C::kSmemB + C::kSmemRaw);
+  float* scales = reinterpret_cast<float*>(stage + C::kSmemA + C::kSmemB + C::kSmemRaw + C::kSmemScales);
+  constexpr int G = C::kScaleGroups;
+  const int first = n0 % 128 / 32;  // the tile's first group within its word
+  for (int i = k_begin * G + threadIdx.x; i < k_end * G; i += C::kThreads) {
+    const int k = i / G, grp = i % G;
+    scales[i] = e8m0_to_float(u8(words[k] >> (8 * (first + grp))));
+  }
+}
+
 // MMAs over K for one landed tile, then the converted outputs, staged in the same shared
 // memory and stored.  Ends with the stage free for the next copies.
 template <class C>
 __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* stage, const Tile& t,
                                                   float inv_scale) {
   const u16* As = reinterpret_cast<const u16*>(stage);
+  const float* scales = reinterpret_cast<const float*>(stage + C::kSmemA + C::kSmemB + C::kSmemRaw + C::kSmemScales);
   const u8* Bs = stage + C::kSmemA;  // bf16 weights, or MXFP8 raw bytes and scale words
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -456,30 +519,30 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
   const int wrem = warp % C::kWarpsPerSplit;
   const int wm = wrem / C::kWarpsN, wn = wrem % C::kWarpsN;
   constexpr int kTM = C::WM / 16, kTN = C::WN / 8;
-  constexpr int kSteps = C::K / 16 / C::KSPLIT;
 
   float acc[kTM][kTN][4];
   zero_acc(acc);
-  if constexpr (C::kMx) {
-    const int col0 = t.n0 % 128 + wn * C::WN;  // within the 128 columns of the tile's scale words
-    warp_mma_mx<kTM, kTN, C::kLdA, C::kLdRaw, kSteps>(acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN,
-                                                      reinterpret_cast<const u32*>(Bs + C::kSmemRaw),
-                                                      8 * (col0 / 32), split * kSteps * 16, lane);
-  } else {
-    // bf16: K chunk c from ring slot c % kRing (one chunk, the whole K, without a ring); the
-    // slot is refilled with chunk c + kRing as soon as every warp is done with it.  The
-    // first kRing chunks landed with the q rows.
-    constexpr int kChunkSteps = C::KC / 16 / C::KSPLIT;
+  // K chunk c (the whole K when there is one chunk, which has landed with the q rows);
+  // with K in chunks each waits for its own copy group.  bf16 weights: chunk c from ring
+  // slot c % kRing, which is refilled with chunk c + kRing as soon as every warp is done
+  // with it.  MXFP8: the raw rows and scale words of every chunk have their own place.
+  constexpr int kChunkSteps = C::KC / 16 / C::KSPLIT;
 #pragma unroll
-    for (int c = 0; c < C::kChunks; ++c) {
-      if (c >= C::kRing) {
-        cp_async_wait_pending(C::kRing - 1 < C::kChunks - 1 - c ? C::kRing - 1 : C::kChunks - 1 - c);
-        __syncthreads();
-      }
+  for (int c = 0; c < C::kChunks; ++c) {
+    if (C::kChunks > 1) {
+      cp_async_wait_pending(C::kRing - 1 < C::kChunks - 1 - c ? C::kRing - 1 : C::kChunks - 1 - c);
+      __syncthreads();
+    }
+    const int k_first = c * C::KC + split * kChunkSteps * 16;
+    if constexpr (C::kMx) {
+      decode_scales<C>(stage, t.n0, c * C::KC, (c + 1) * C::KC);
+      __syncthreads();
+      warp_mma_mx<kTM, kTN, C::kLdA, C::kLdRaw, C::kScaleGroups, kChunkSteps>(
+          acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN, scales + wn * C::WN / 32, k_first, lane);
+    } else {
       const auto b_offset = [c](int k, int chunk) { return typename C::BLayout{}(k - c * C::KC, chunk); };
       warp_mma<kTM, kTN, C::kLdA, kChunkSteps>(acc, As + wm * C::WM * C::kLdA, Bs + c % C::kRing * C::kSmemSlot,
-                                               b_offset, wn * C::WN / 8, c * C::KC + split * kChunkSteps * 16,
-                                               lane);
+                                               b_offset, wn * C::WN / 8, k_first, lane);
       if (c + C::kRing < C::kChunks) {
         __syncthreads();
         load_weight_chunk<C>(p, stage, t, c + C::kRing);
@@ -544,10 +607,20 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
   // The next kernel may start now: its CTAs request their weights while this one runs,
   // and wait for it to finish before reading what it writes.
   grid_dependents_launch();
+  float inv_scale = 1.0f;
+  if constexpr (C::kChunks > 1) {
+    // One tile per CTA (kStages == 1): q through registers, the RoPE rows meanwhile; the
+    // first chunk's wait and barrier in compute_and_store publish the stores.
+    const QRegs<C> q = load_q_regs<C>(p, tile);
+    if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
+    if (tile.n0 == 0) copy_rope<C>(p, tile, inv_scale);
+    store_q_regs<C>(q, smem);
+    compute_and_store<C>(p, smem, tile, inv_scale);
+    return;
+  }
   load_q<C>(p, smem, tile);
   cp_async_commit();
 
-  float inv_scale = 1.0f;
   if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
 
   for (int stage = 0; t < total; t += gridDim.x, stage ^= 1) {

@@ -202,14 +202,6 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     // addresses are formed once per tile.
     const int g = lane / 4, c2 = (lane % 4) * 2;
     const int row0 = m0 + warp * 16;
-    u8* dst[4];
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int m = row0 + lane / 8 + 4 * t;
-      dst[t] = m < p.m ? static_cast<u8*>(p.out) +
-                             (m * p.out_stride_m + u.h * p.out_stride_h + u.n0 + lane % 8 * 8) * C::kOutBytes
-                       : nullptr;
-    }
 #pragma unroll
     for (int panel = 0; panel < C::BN / 64; ++panel) {
 #pragma unroll
@@ -230,13 +222,15 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
       // 16 rows x 8 vectors of 8 columns (16 bytes bf16, 8 bytes e4m3).
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
-        const u8* src = my_c + (lane / 8 + 4 * t) * C::kLdC + lane % 8 * 8 * C::kOutBytes;
-        if (dst[t] != nullptr) {
-          u8* out = dst[t] + panel * 64 * C::kOutBytes;
+        const int idx = lane + t * 32, r = idx / 8, v = idx % 8;
+        const int m = row0 + r;
+        if (m < p.m) {
+          u8* out = static_cast<u8*>(p.out) +
+                    (m * p.out_stride_m + u.h * p.out_stride_h + u.n0 + panel * 64 + v * 8) * C::kOutBytes;
           if (C::kOut == OutKind::kBf16) {
-            *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(src);
+            *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(my_c + r * C::kLdC + v * 16);
           } else {
-            *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(src);
+            *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(my_c + r * C::kLdC + v * 8);
           }
         }
       }

@@ -83,9 +83,11 @@ SPARK_HD float e4m3_to_float(u8 b) {
 
 // 2^(byte - 127) as a float (E8M0): byte 0 is 2^-127 (subnormal), 255 is NaN.
 SPARK_HD float e8m0_to_float(u8 byte) {
-  if (byte == 255) return bits_float(0x7fc00000u);
-  if (byte == 0) return bits_float(0x00400000u);
-  return bits_float(u32(byte) << 23);
+  const u32 b = byte;
+  u32 bits = b << 23;
+  bits = b == 0 ? 0x00400000u : bits;  // selects, not branches
+  bits = b == 255 ? 0x7fc00000u : bits;
+  return bits_float(bits);
 }
 
 // x * inv clamped to +-448 (NaN stays NaN), as the e4m3 output contract states.
@@ -125,7 +127,8 @@ SPARK_DEVICE void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// The same with a count known only after unrolling (0..7; more waits for everything).
+// The same with a count known only after unrolling (0..11, a K of 192 in 16-row chunks;
+// more waits for everything).
 SPARK_DEVICE void cp_async_wait_pending(int n) {
   switch (n) {
     case 0: cp_async_wait_group<0>(); break;
@@ -136,6 +139,10 @@ SPARK_DEVICE void cp_async_wait_pending(int n) {
     case 5: cp_async_wait_group<5>(); break;
     case 6: cp_async_wait_group<6>(); break;
     case 7: cp_async_wait_group<7>(); break;
+    case 8: cp_async_wait_group<8>(); break;
+    case 9: cp_async_wait_group<9>(); break;
+    case 10: cp_async_wait_group<10>(); break;
+    case 11: cp_async_wait_group<11>(); break;
     default: cp_async_wait_all(); break;
   }
 }
