@@ -64,15 +64,7 @@ RenderedSource render(const KernelKey& key) {
         "                                     /*WEIGHTS=*/{}, /*STAGES=*/{}, /*KCHUNK=*/{}, /*RING=*/{}>;\n",
         key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages, t.kchunk, t.ring);
   }
-  // A CTA alone on its SM (persistent or weight-stationary, 256+ threads) may use all the
-  // registers rather than spill.  A 256-thread per-tile CTA asks for room for two per SM:
-  // left to itself ptxas held an sm_80 MXFP8 tile at 80 registers and spilled, and gave the
-  // sm_90a 16-row tiles fewer registers than they run best with; the sm_90a MXFP8 32 x 128
-  // tiles without a K split measured 6-17 % faster with ptxas' own choice (bench/NOTES.md v6).
-  const bool alone = r.threads >= 256 && (t.stages == 2 || t.stationary);
-  const bool own_choice = key.arch == "sm_90a" && key.weights == WeightFormat::kMxfp8 && t.bm == 32 &&
-                          t.bn == 128 && t.ksplit == 1;
-  const char* min_blocks = alone ? ", 1" : r.threads == 256 && !own_choice ? ", 2" : "";
+  const std::string min_blocks = t.min_blocks > 0 ? fmt::format(", {}", t.min_blocks) : "";
   r.source = fmt::format(
       "// spark kernel {key}\n"
       "// generator v{gen}; tile {tile}; dynamic shared memory {smem} bytes\n"

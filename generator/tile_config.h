@@ -38,6 +38,9 @@ struct TileConfig {
   int groups = 1;        // wgmma: consumer warp groups
   int kchunk = 0;        // per-tile: weight rows per K chunk, each waited for on its own (0: the whole K)
   int ring = 1;          // ... and ring slots the chunks stream through (bf16; MXFP8: every chunk)
+  // Registers per thread: 2 asks ptxas to keep room for two CTAs per SM, 1 for one alone,
+  // 0 leaves the choice to ptxas.  Filled in by tile_config() (-1: the kernel's default).
+  int min_blocks = -1;
 
   int threads() const { return wgmma ? groups * 128 : (bm / wm) * (bn / wn) * ksplit * 32; }
   // Shared memory of one stage of the per-tile kernel (a tile's copies, reused by its epilogue).
