@@ -38,8 +38,9 @@ struct TileConfig {
   int groups = 1;        // wgmma: consumer warp groups
   int kchunk = 0;        // per-tile: weight rows per K chunk, each waited for on its own (0: the whole K)
   int ring = 1;          // ... and ring slots the chunks stream through (bf16; MXFP8: every chunk)
-  // Registers per thread: 2 asks ptxas to keep room for two CTAs per SM, 1 for one alone,
-  // 0 leaves the choice to ptxas.  Filled in by tile_config() (-1: the kernel's default).
+  // __launch_bounds__ minimum CTAs per SM, which caps registers per thread: 2 keeps room
+  // for two CTAs, 1 lets one CTA alone use them all, 0 leaves the choice to ptxas.
+  // tile_config() fills it in where a table left -1.
   int min_blocks = -1;
 
   int threads() const { return wgmma ? groups * 128 : (bm / wm) * (bn / wn) * ksplit * 32; }
