@@ -205,16 +205,15 @@ std::vector<RegimeEntry> regime_table(std::string_view arch) {
   // 128 CTAs, K split over two warp groups to halve the serial MMA chain.  tile_config()
   // widens some of these per head count (measured: bench/NOTES.md).
   if (has_wgmma(info)) {
-    // From M = 33 a CTA keeps its weights in shared memory and streams q tiles past them:
-    // 32 x 128 mma.sync tiles up to M = 128 (templates/mla_qproj_ws.cuh), beyond that two
-    // warp groups of 64 x 256 wgmma tiles sharing the weights (templates/mla_qproj_wg.cuh).
-    // 33..64 keeps per-tile 32 x 64 tiles for MXFP8 weights at few heads (more CTAs, each
-    // dequantising only its tile); tile_config() makes the rest stationary.
+    // From M = 33 a CTA keeps its weights in shared memory and streams q tiles past them,
+    // on two warp groups of 64 x BN wgmma tiles (templates/mla_qproj_wg.cuh): BN = 128 up
+    // to M = 128, 256 beyond.  tile_config() picks per head count and weight format,
+    // mma.sync tiles included (sm90a_tile).
     return {
         {{1, 16}, TileConfig{16, 32, 16, 16, 2, 0}},
         {{17, 32}, TileConfig{16, 64, 16, 16, 2, 0}},
-        {{33, 64}, TileConfig{32, 64, 16, 32, 1, 0}},
-        {{65, 128}, stationary(32, 128, 16, 32, 3)},
+        {{33, 64}, wgmma_stationary(128, 2, 2)},
+        {{65, 128}, wgmma_stationary(128, 2, 3)},
         {{129, 8192}, wgmma_stationary(256, 2, 2)},
     };
   }
@@ -260,15 +259,15 @@ TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, 
   return t;
 }
 
-// sm_90a, the per-tile choices up to M = 128 and the rest of M <= 32 (bench/NOTES.md v4 to
-// v6 have the sweeps).  bf16 decode: 16 x 64 tiles, 16 x 128 at K = 192 from 16 heads
-// (fewer q re-reads); at 128 heads those stream their weights in two 64-row ring slots so
-// the 512 tiles run in one wave, and at K = 128 take them in four chunks.  MXFP8 decode:
-// narrow tiles with K split four ways at few heads (more CTAs share the register
-// dequantisation), 16 x 128 from 64 heads, without a K split at 128 heads and K = 128.
-// A K chunk (`per_tile`'s sixth argument) lets the warps start on the first rows of the
-// weights while the rest land: measured to pay at K = 192 with few heads.
-std::optional<TileConfig> sm90a_small_m(const KernelKey& key, int m_min) {
+// sm_90a, the tile of each regime (bench/NOTES.md v4 to v7 have the sweeps).  bf16 decode: 16 x 64 tiles, 16 x 128 at
+// K = 192 from 16 heads (fewer q re-reads); at 128 heads those stream their weights through
+// two ring slots so the 512 tiles run in one wave, and at 64 heads and K = 128 one warp per
+// 32 columns takes all of K in four chunks.  MXFP8 decode: narrow tiles with K split four
+// ways at few heads (more CTAs share the register dequantisation), 16 x 128 from 64 heads,
+// without a K split at 128 heads and K = 128.  A K chunk (`per_tile`'s sixth argument)
+// lets the warps start on the first rows of the weights while the rest land.
+std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
+  const int m_min = key.regime.m_min;
   const bool mx = key.weights == WeightFormat::kMxfp8;
   const int h = key.heads;
   const bool k192 = key.k == 192;
@@ -280,32 +279,46 @@ std::optional<TileConfig> sm90a_small_m(const KernelKey& key, int m_min) {
     }
     if (k192 && h >= 16) return h > 64 ? per_tile(16, 128, 16, 32, 2, 64, 2) : per_tile(16, 128, 16, 32, 2);
     if (k192) return per_tile(16, 64, 16, 32, 2, 64);
-    return h > 64 ? per_tile(16, 128, 16, 32, 2, 32) : per_tile(16, 64, 16, 32, 2);
+    if (h > 64) return per_tile(16, 128, 16, 32, 2, 32, 2);
+    return h == 64 ? per_tile(16, 128, 16, 32, 1, 32) : per_tile(16, 64, 16, 32, 2);
   }
   if (m_min == 17) {
     // Per-tile below 16 heads and from 64 (where the stationary CTAs, 2 per SM, would
-    // take two waves), except MXFP8 at K = 192; MXFP8 per-tile below 32 heads too.  The
-    // rest, bf16 at 16..63 heads and MXFP8 at 32..63, keeps stationary 32 x 128 tiles.
+    // take two waves); MXFP8 per-tile below 32 heads too.  From 64 heads 32 x 128 tiles
+    // whose weights stream through two 64-row ring slots (MXFP8: 64-row chunks), four
+    // warps of 32 x 32 each (K split over eight at 64 heads and K = 192, one warp per 16
+    // rows at K = 128), except MXFP8 at 128 heads and K = 128.  The rest, bf16 at 16..63
+    // heads and MXFP8 at 32..63, keeps stationary 32 x 128 tiles.
     if (h < 16) return mx ? per_tile(16, 32, 16, 32, 4, 64) : per_tile(32, 64, 16, 32, 2, k192 ? 64 : 0);
     if (h == 16 && !mx && k192) return per_tile(32, 64, 16, 32, 2, 64);
-    if (h >= 64 && !mx) return key.k == 128 ? per_tile(32, 64, 16, 32, 1) : per_tile(32, 128, 16, 32, 2, 64, 2);
-    if (h >= 64 && (!k192 || h > 64)) {
+    if (h == 64 && !mx)
+      return k192 ? per_tile(32, 128, 32, 32, 2, 64, 2) : per_tile(32, 128, 16, 32, 1, 64, 2);
+    if (h > 64 && mx && !k192) {
       // ptxas' own register choice: 6-17 % faster at M = 32 than room for two CTAs (v6).
       TileConfig t = per_tile(32, 128, 16, 32, 1, 64);
       t.min_blocks = 0;
       return t;
     }
+    if (h >= 64) return per_tile(32, 128, 32, 32, 1, 64, 2);
     if (h < 32 && mx) return per_tile(32, 64, 16, 32, 2);
     return stationary(32, 128, 16, 32, 3);
   }
-  if (m_min == 33 && mx && h <= 32) {
-    // MXFP8 at few heads: per-tile tiles, each CTA dequantising only its own columns.
-    return h < 32 ? per_tile(32, 128, 16, 32, 2) : per_tile(64, 128, 32, 32, 1);
+  if (m_min == 33 || m_min == 65) {
+    // From 64 heads 64 x 256 wgmma tiles; below, 64 x 128 ones: twice the CTAs, and for
+    // MXFP8 each dequantises half the columns.  MXFP8 keeps 32 x 128 per-tile CTAs (each
+    // dequantising only its own columns) below 32 heads at M = 33..64 and at 8 heads,
+    // K = 192, M = 65..128, where 16 of them per head still fit one wave (sweeps-v5, v7).
+    if (h >= 64) return wgmma_stationary(256, 2, 2);
+    if (mx && (m_min == 33 ? h < 32 : h <= 8 && k192)) return per_tile(32, 128, 16, 32, 2);
+    return wgmma_stationary(128, 2, m_min == 33 ? 2 : 3);
   }
-  if (m_min == 65 && mx && h <= 8) {
-    // Up to 8 heads the 32 x 128 per-tile CTAs of M = 128 (16 per head) still fit one
-    // wave; from 11 heads the 64 x 128 wgmma tiles win (sweeps-v5).
-    return per_tile(32, 128, 16, 32, 2);
+  if (m_min == 129) {
+    // 64 x 256 wgmma tiles; 64 x 128 below 32 heads for MXFP8 (each CTA dequantising half
+    // the columns) and up to 16 heads at K = 128 for bf16 (v7: faster at M = 256 and 1024;
+    // at K = 192 and at 32 heads only at M = 256, slower at 1024).
+    if (mx && h < 32) return wgmma_stationary(128, 2, 3);
+    if (!mx && h <= 16 && !k192) return wgmma_stationary(128, 2, 2);
+    return wgmma_stationary(256, 2, 2);
   }
   return std::nullopt;
 }
@@ -315,23 +328,10 @@ TileConfig refine_for_shape(const KernelKey& key, size_t index, TileConfig tile)
   if (regime_override()) return tile;  // an override is taken verbatim
   const ArchInfo& arch = arch_info(key.arch);
   if (has_wgmma(arch))
-    if (auto t = sm90a_small_m(key, key.regime.m_min)) return *t;
+    if (auto t = sm90a_tile(key)) return *t;
   if (index == 0 && key.heads >= 32) {
     // Many heads already fill the machine: wider N tiles halve the q re-reads and CTAs.
     return TileConfig{16, 64, 16, 32, 2, 0};
-  }
-  if (has_wgmma(arch)) {
-    const bool mx = key.weights == WeightFormat::kMxfp8;
-    const bool many = key.heads >= 32;
-    const int m_min = key.regime.m_min;
-    // Many heads: the 64 x 256 wgmma tiles from M = 33.
-    if ((m_min == 33 || m_min == 65) && many) return wgmma_stationary(256, 2, 2);
-    // Few heads, M = 33..64: bf16 weights stationary.
-    if (m_min == 33 && !mx) return stationary(32, 128, 16, 32, 3);
-    // Few heads of MXFP8 weights from M = 65: 64 x 128 wgmma tiles, twice the CTAs of
-    // 64 x 256, each dequantising half the columns.
-    if ((m_min == 65 || m_min == 129) && !many && mx) return wgmma_stationary(128, 2, 3);
-    return tile;
   }
   if (has_room_for_stationary(arch)) {
     // Many heads: the stationary tiles pay from M = 17, and the wide ones from M = 33.

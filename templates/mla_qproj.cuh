@@ -179,22 +179,31 @@ __device__ __forceinline__ void copy_rows_async(u8* dst, const u8* src, long lon
       threadIdx.x);
 }
 
+// MXFP8: per K row in [k_begin, k_end) of head h, the kScaleWords 4-byte words of scale
+// bytes that start with the 128 columns holding n0, into scale_words (indexed by row).
+template <int kScaleWords, int kThreads>
+__device__ __forceinline__ void load_scale_words(const MlaQprojParams& p, u32* scale_words, int h, int n0,
+                                                 int k_begin, int k_end) {
+  const u8* sh = p.w_scale + h * p.w_scale_stride_h + k_begin * p.w_scale_stride_k + n0 / 128 * 4;
+  for (int i = threadIdx.x; i < (k_end - k_begin) * kScaleWords; i += kThreads) {
+    const int k = i / kScaleWords, w = i % kScaleWords;
+    cp_async_4(scale_words + (k_begin + k) * kScaleWords + w, sh + k * p.w_scale_stride_k + w * 4);
+  }
+}
+
 // Weight rows [k_begin, k_end) of head h, columns n0 .. n0+BN-1: bf16 to
 // Bs + b_offset(k, chunk) (16-byte chunks), or MXFP8 raw bytes into the rows of the same
-// index of raw (kLdRaw bytes per row) and, per row, the kScaleWords 4-byte words of scale
-// bytes that start with the 128 columns holding n0.
+// index of raw (kLdRaw bytes per row) and, unless with_scales is false, the rows' scale
+// words (load_scale_words).
 template <int BN, int kLdRaw, int kScaleWords, bool kMx, int kThreads, class BOffset>
 __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs, BOffset b_offset, u8* raw,
-                                                 u32* scale_words, int h, int n0, int k_begin, int k_end) {
+                                                 u32* scale_words, int h, int n0, int k_begin, int k_end,
+                                                 bool with_scales = true) {
   const int rows = k_end - k_begin;
   if constexpr (kMx) {
     const u8* wh = static_cast<const u8*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
     copy_rows_async<BN / 16, kLdRaw, kThreads>(raw + k_begin * kLdRaw, wh, p.w_stride_k, rows, rows, p.w);
-    const u8* sh = p.w_scale + h * p.w_scale_stride_h + k_begin * p.w_scale_stride_k + n0 / 128 * 4;
-    for (int i = threadIdx.x; i < rows * kScaleWords; i += kThreads) {
-      const int k = i / kScaleWords, w = i % kScaleWords;
-      cp_async_4(scale_words + (k_begin + k) * kScaleWords + w, sh + k * p.w_scale_stride_k + w * 4);
-    }
+    if (with_scales) load_scale_words<kScaleWords, kThreads>(p, scale_words, h, n0, k_begin, k_end);
   } else {
     const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
     copy_rows_async_to<BN * 2 / 16, kThreads>(
@@ -204,14 +213,17 @@ __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs
 }
 
 // Weight chunk c of a tile (rows c * KC ..) into ring slot c % kRing; the whole K when
-// kChunks == 1.
+// kChunks == 1.  MXFP8: the first chunk brings the scale words of every K row, so they
+// are decoded once, before the first chunk's MMAs.
 template <class C>
 __device__ __forceinline__ void load_weight_chunk(const MlaQprojParams& p, u8* stage, const Tile& t, int c) {
   u8* raw = stage + C::kSmemA + C::kSmemB;
+  u32* scale_words = reinterpret_cast<u32*>(raw + C::kSmemRaw);
   const auto b_offset = [](int k, int chunk) { return typename C::BLayout{}(k % C::KC, chunk); };
   load_weight_rows<C::BN, C::kLdRaw, 1, C::kMx, C::kThreads>(p, stage + C::kSmemA + c % C::kRing * C::kSmemSlot,
-                                                             b_offset, raw, reinterpret_cast<u32*>(raw + C::kSmemRaw),
-                                                             t.h, t.n0, c * C::KC, (c + 1) * C::KC);
+                                                             b_offset, raw, scale_words, t.h, t.n0, c * C::KC,
+                                                             (c + 1) * C::KC, false);
+  if (C::kMx && c == 0) load_scale_words<1, C::kThreads>(p, scale_words, t.h, t.n0, 0, C::K);
 }
 
 // The weight columns a tile needs first (the first kRing chunks, each its own copy group
@@ -525,7 +537,8 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
   // K chunk c (the whole K when there is one chunk, which has landed with the q rows);
   // with K in chunks each waits for its own copy group.  bf16 weights: chunk c from ring
   // slot c % kRing, which is refilled with chunk c + kRing as soon as every warp is done
-  // with it.  MXFP8: the raw rows and scale words of every chunk have their own place.
+  // with it.  MXFP8: the raw rows of every chunk have their own place, and every row's
+  // scales, which came with the first chunk, are decoded before its MMAs.
   constexpr int kChunkSteps = C::KC / 16 / C::KSPLIT;
 #pragma unroll
   for (int c = 0; c < C::kChunks; ++c) {
@@ -535,8 +548,10 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
     }
     const int k_first = c * C::KC + split * kChunkSteps * 16;
     if constexpr (C::kMx) {
-      decode_scales<C>(stage, t.n0, c * C::KC, (c + 1) * C::KC);
-      __syncthreads();
+      if (c == 0) {
+        decode_scales<C>(stage, t.n0, 0, C::K);
+        __syncthreads();
+      }
       warp_mma_mx<kTM, kTN, C::kLdA, C::kLdRaw, C::kScaleGroups, kChunkSteps>(
           acc, As + wm * C::WM * C::kLdA, Bs + wn * C::WN, scales + wn * C::WN / 32, k_first, lane);
     } else {

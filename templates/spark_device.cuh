@@ -193,7 +193,8 @@ SPARK_DEVICE float rcp_rn(float x) {
   return r;
 }
 
-// Two already-clamped floats -> two e4m3fn bytes, lo in the low byte.
+// Two floats -> two e4m3fn bytes, lo in the low byte (RNE; sm_89+ saturates to +-448,
+// the software path expects them already clamped).
 SPARK_DEVICE u16 pack_e4m3x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   u16 r;
@@ -227,11 +228,17 @@ SPARK_DEVICE void e4m3x4_to_float(u32 v, float (&f)[4]) {
 #endif
 }
 
-// The e4m3 output of two bf16 values (packed in a u32) under scale 1/q_scale.
+// The e4m3 output of two bf16 values (packed in a u32) under scale 1/q_scale.  On sm_89+
+// the conversion's satfinite is the contract's clamp: it takes anything beyond +-448
+// (infinities too) to +-448 and keeps NaN.
 SPARK_DEVICE u16 bf16x2_to_e4m3x2(u32 v, float inv) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return pack_e4m3x2(__fmul_rn(bits_float(v << 16), inv), __fmul_rn(bits_float(v & 0xffff0000u), inv));
+#else
   const float lo = scale_clamp_e4m3(bits_float(v << 16), inv);
   const float hi = scale_clamp_e4m3(bits_float(v & 0xffff0000u), inv);
   return pack_e4m3x2(lo, hi);
+#endif
 }
 
 #endif  // __CUDACC__

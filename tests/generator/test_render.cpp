@@ -33,9 +33,9 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(render(key(8, 192, {1, 16}, OutDtype::kBf16)).source != a.source);
   CHECK(render(key(8, 128, {1, 16}, OutDtype::kE4m3)).source != a.source);
   CHECK(render(key(8, 192, {17, 32}, OutDtype::kE4m3)).source != a.source);
-  // From M = 33 the sm_90a kernels keep their weights in shared memory: mma.sync up to
-  // M = 128 at few heads, warp-group MMAs beyond; sm_100a has no wgmma.
-  const RenderedSource ws = render(key(8, 192, {65, 128}, OutDtype::kE4m3));
+  // Some sm_90a kernels keep their weights in shared memory: on mma.sync (32 heads at
+  // M = 17..32), or on warp-group MMAs (large M); sm_100a has no wgmma.
+  const RenderedSource ws = render(key(32, 192, {17, 32}, OutDtype::kE4m3));
   CHECK(ws.tile.stationary);
   CHECK_FALSE(ws.tile.wgmma);
   CHECK(ws.source.find("#include \"mla_qproj_ws.cuh\"") != std::string::npos);
