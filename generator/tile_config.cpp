@@ -259,13 +259,14 @@ TileConfig per_tile(int bm, int bn, int wm, int wn, int ksplit, int kchunk = 0, 
   return t;
 }
 
-// sm_90a, the tile of each regime (bench/NOTES.md v4 to v7 have the sweeps).  bf16 decode: 16 x 64 tiles, 16 x 128 at
-// K = 192 from 16 heads (fewer q re-reads); at 128 heads those stream their weights through
-// two ring slots so the 512 tiles run in one wave, and at 64 heads and K = 128 one warp per
-// 32 columns takes all of K in four chunks.  MXFP8 decode: narrow tiles with K split four
-// ways at few heads (more CTAs share the register dequantisation), 16 x 128 from 64 heads,
-// without a K split at 128 heads and K = 128.  A K chunk (`per_tile`'s sixth argument)
-// lets the warps start on the first rows of the weights while the rest land.
+// sm_90a, the tile of each regime (bench/NOTES.md v4 to v7 have the sweeps).  bf16 decode:
+// 16 x 64 tiles, 16 x 128 at K = 192 from 16 heads (fewer q re-reads); at 128 heads those
+// stream their weights through two ring slots so the 512 tiles run in one wave, and at 64
+// heads and K = 128 one warp per 32 columns takes all of K in four chunks.  MXFP8 decode:
+// narrow tiles with K split four ways at few heads (more CTAs share the register
+// dequantisation), 16 x 128 from 64 heads, without a K split at 128 heads and K = 128.
+// A K chunk (`per_tile`'s sixth argument) lets the warps start on the first rows of the
+// weights while the rest land.
 std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
   const int m_min = key.regime.m_min;
   const bool mx = key.weights == WeightFormat::kMxfp8;
@@ -286,9 +287,9 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
     // Per-tile below 16 heads and from 64 (where the stationary CTAs, 2 per SM, would
     // take two waves); MXFP8 per-tile below 32 heads too.  From 64 heads 32 x 128 tiles
     // whose weights stream through two 64-row ring slots (MXFP8: 64-row chunks), four
-    // warps of 32 x 32 each (K split over eight at 64 heads and K = 192, one warp per 16
-    // rows at K = 128), except MXFP8 at 128 heads and K = 128.  The rest, bf16 at 16..63
-    // heads and MXFP8 at 32..63, keeps stationary 32 x 128 tiles.
+    // warps of 32 x 32 each; at 64 heads with bf16 weights K split two ways at K = 192 and
+    // eight 16 x 32 warps at K = 128; MXFP8 at 128 heads and K = 128 keeps its v6 tile.
+    // The rest, bf16 at 16..63 heads and MXFP8 at 32..63, keeps stationary 32 x 128 tiles.
     if (h < 16) return mx ? per_tile(16, 32, 16, 32, 4, 64) : per_tile(32, 64, 16, 32, 2, k192 ? 64 : 0);
     if (h == 16 && !mx && k192) return per_tile(32, 64, 16, 32, 2, 64);
     if (h == 64 && !mx)
