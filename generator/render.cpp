@@ -45,8 +45,8 @@ RenderedSource render(const KernelKey& key) {
         "#include \"mla_qproj_wg.cuh\"\n"
         "\n"
         "using Config = spark::MlaQprojWgConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BN=*/{}, /*GROUPS=*/{},\n"
-        "                                       /*QSTAGES=*/{}, /*OUT=*/{}, /*WEIGHTS=*/{}>;\n",
-        key.k, key.n, key.r, t.bn, t.groups, t.stages, out, weights);
+        "                                       /*QSTAGES=*/{}, /*OUT=*/{}, /*WEIGHTS=*/{}, /*NSPLIT=*/{}>;\n",
+        key.k, key.n, key.r, t.bn, t.groups, t.stages, out, weights, t.nsplit);
   } else if (t.stationary) {
     config = fmt::format(
         "#include \"mla_qproj_ws.cuh\"\n"

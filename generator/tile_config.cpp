@@ -56,10 +56,11 @@ int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
 
 namespace {
 
-TileConfig wgmma_stationary(int bn, int groups, int stages) {
+TileConfig wgmma_stationary(int bn, int groups, int stages, int nsplit = 1) {
   TileConfig t{64, bn, 64, bn, 1, stages};
   t.stationary = t.wgmma = true;
   t.groups = groups;
+  t.nsplit = nsplit;
   return t;
 }
 
@@ -79,7 +80,8 @@ int wgmma_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat weig
   const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
   const int w = t.bn / 64 * k * 128;
   const int stage = 64 * k * 2;
-  const int staging = t.groups * 4 * 16 * (64 * out_bytes + 16);
+  const int stage_cols = t.nsplit > 1 && out == OutDtype::kBf16 && k > 128 ? 32 : 64;
+  const int staging = t.groups * t.nsplit * 4 * 16 * (stage_cols * out_bytes + 16);
   const int raw = weights == WeightFormat::kMxfp8 ? k * (t.bn + 16) + k * (t.bn / 128) * 4 : 0;
   return std::max(w + t.groups * t.stages * stage + staging, w + t.groups * stage + raw) + 1024;
 }
@@ -94,8 +96,8 @@ int TileConfig::smem_bytes(int k, OutDtype out, WeightFormat weights) const {
 
 std::string TileConfig::describe() const {
   if (wgmma)
-    return fmt::format("weight-stationary wgmma BN={} groups={} QSTAGES={} threads={}", bn, groups, stages,
-                       threads());
+    return fmt::format("weight-stationary wgmma BN={} groups={}{} QSTAGES={} threads={}", bn, groups,
+                       nsplit > 1 ? fmt::format(" NSPLIT={}", nsplit) : "", stages, threads());
   if (stationary)
     return fmt::format("weight-stationary BM={} BN={} WM={} WN={} QSTAGES={} threads={}", bm, bn, wm, wn, stages,
                        threads());
@@ -115,11 +117,19 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
     t.stages = 0;
     int n = std::sscanf(item.c_str(), "%d-%d:wg:%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bn, &t.groups,
                         &t.stages, &tail);
+    if (n == 6 && tail == 'x') {
+      n = std::sscanf(item.c_str(), "%d-%d:wg:%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bn, &t.groups,
+                      &t.stages, &t.nsplit, &tail);
+      if (n == 6) n = 5;
+    }
     if (n == 5) {
-      SPARK_CHECK((t.bn == 128 || t.bn == 256) && t.groups >= 1 && t.groups <= 3 && t.stages >= 2 && t.stages <= 4,
+      SPARK_CHECK((t.bn == 128 || t.bn == 256) && t.groups >= 1 && t.groups <= 3 && t.stages >= 2 && t.stages <= 4 &&
+                      (t.nsplit == 1 || (t.nsplit == 2 && t.bn == 256)) && t.groups * t.nsplit <= 4,
                   SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: '{}': a wgmma tile needs BN 128 or 256, 1..3 groups and 2..4 stages", item);
-      t = wgmma_stationary(t.bn, t.groups, t.stages);
+                  "SPARK_REGIMES: '{}': a wgmma tile needs BN 128 or 256, 1..3 groups, 2..4 stages, NSPLIT 1 "
+                  "(or 2 at BN 256) and at most 4 warp groups in all",
+                  item);
+      t = wgmma_stationary(t.bn, t.groups, t.stages, t.nsplit);
     } else if ((n = std::sscanf(item.c_str(), "%d-%d:ws:%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm,
                                 &t.bn, &t.wm, &t.wn, &t.stages, &tail)) == 7) {
       t.stationary = true;
@@ -272,6 +282,7 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
   const bool mx = key.weights == WeightFormat::kMxfp8;
   const int h = key.heads;
   const bool k192 = key.k == 192;
+  const bool e4m3 = key.out == OutDtype::kE4m3;
   if (m_min == 1) {
     if (mx) {
       if (h < 32) return k192 ? per_tile(16, 32, 16, 32, 4, 64) : per_tile(16, 32, 16, 32, 4);
@@ -305,23 +316,40 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
     return stationary(32, 128, 16, 32, 3);
   }
   if (m_min == 33 || m_min == 65) {
-    // From 64 heads 64 x 256 wgmma tiles; below, 64 x 128 ones: twice the CTAs, and for
-    // MXFP8 each dequantises half the columns.  MXFP8 keeps 32 x 128 per-tile CTAs (each
-    // dequantising only its own columns) below 32 heads at M = 33..64 and at 8 heads,
-    // K = 192, M = 65..128, where 16 of them per head still fit one wave (sweeps-v5, v7).
-    // bf16 weights at 128 heads and K = 128 take one warp group: 106 KB, two CTAs per SM,
-    // so the 256 of them run in one wave (v7: 12-19 % faster at M = 48-128).
-    if (h > 64 && !k192 && !mx) return wgmma_stationary(256, 1, 2);
-    if (h >= 64) return wgmma_stationary(256, 2, 2);
+    // 64 x 128 wgmma tiles below 64 heads: twice the CTAs, and for MXFP8 each dequantises
+    // half the columns.  MXFP8 keeps 32 x 128 per-tile CTAs (each dequantising only its
+    // own columns) below 32 heads at M = 33..64 and at 8 heads, K = 192, M = 65..128, where
+    // 16 of them per head still fit one wave (sweeps-v5, v7).  From 64 heads (v8 sweep Y):
+    // at K = 192 one warp group of 64 x 128 per CTA (101 KB, two CTAs per SM); at K = 128
+    // with bf16 weights one group per CTA too (64 x 256 at 128 heads: 106 KB, the 256 CTAs
+    // in one wave), with MXFP8 64 x 256 tiles on two groups (their dequantisation wants
+    // the threads), except 64 x 128 on one group at 128 heads and M <= 64 and on two
+    // groups for e4m3 output.
+    if (h >= 64) {
+      if (k192) return wgmma_stationary(128, 1, 2);
+      if (!mx) return h > 64 ? wgmma_stationary(256, 1, 2) : wgmma_stationary(128, 1, 2);
+      if (h > 64 && m_min == 33) return wgmma_stationary(128, 1, 2);
+      return e4m3 ? wgmma_stationary(128, 2, 2) : wgmma_stationary(256, 2, 2);
+    }
     if (mx && (m_min == 33 ? h < 32 : h <= 8 && k192)) return per_tile(32, 128, 16, 32, 2);
     return wgmma_stationary(128, 2, m_min == 33 ? 2 : 3);
   }
   if (m_min == 129) {
     // 64 x 256 wgmma tiles; 64 x 128 below 32 heads for MXFP8 (each CTA dequantising half
     // the columns) and up to 16 heads at K = 128 for bf16 (v7: faster at M = 256 and 1024;
-    // at K = 192 and at 32 heads only at M = 256, slower at 1024).
+    // at K = 192 and at 32 heads only at M = 256, slower at 1024).  v8 (sweeps X, Y): at
+    // 128 heads, K = 128 and bf16 weights one group per CTA, two CTAs per SM (5-16 %
+    // faster); at K = 128 from 64 heads 64 x 128 tiles for e4m3 output with MXFP8 weights,
+    // and with bf16 weights at 64 heads (1-12 %); MXFP8 with e4m3 output at K = 192 and at
+    // 32 heads splits each 64 x 256 tile over two warp groups (512 threads: the
+    // dequantisation runs on twice the threads; 0-6 %).
     if (mx && h < 32) return wgmma_stationary(128, 2, 3);
     if (!mx && h <= 16 && !k192) return wgmma_stationary(128, 2, 2);
+    if (h >= 64 && !k192) {
+      if (!mx && h > 64) return wgmma_stationary(256, 1, 2);
+      if (e4m3 && (mx || h == 64)) return wgmma_stationary(128, 2, 2);
+    }
+    if (mx && e4m3 && (k192 || h < 64)) return wgmma_stationary(256, 2, 2, 2);
     return wgmma_stationary(256, 2, 2);
   }
   return std::nullopt;

@@ -26,8 +26,9 @@ std::string arch_for_compute_capability(int cc);
 // per BM x BN tile, stages 1, or 2 for a persistent double-buffered grid.  Weight-stationary
 // (templates/mla_qproj_ws.cuh): a CTA keeps BN weight columns of one head in shared memory
 // and streams M tiles through `stages` q stages; ksplit is 1.  Weight-stationary on wgmma
-// (templates/mla_qproj_wg.cuh, sm_90a): `groups` warp groups of 64 x BN tiles share the
-// weights, each with `stages` q stages of its own; bm = wm = 64, wn = bn.
+// (templates/mla_qproj_wg.cuh, sm_90a): `groups` teams of 64 x BN tiles share the weights,
+// each with `stages` q stages of its own, a team being `nsplit` warp groups that split the
+// tile's columns; bm = wm = 64, wn = bn.
 struct TileConfig {
   int bm = 16, bn = 32;  // CTA tile
   int wm = 16, wn = 16;  // warp tile
@@ -35,7 +36,8 @@ struct TileConfig {
   int stages = 1;        // see above (0: the schedule's default)
   bool stationary = false;
   bool wgmma = false;    // stationary on warp-group MMAs
-  int groups = 1;        // wgmma: consumer warp groups
+  int groups = 1;        // wgmma: teams, each taking every groups-th tile
+  int nsplit = 1;        // wgmma: warp groups per team, splitting BN
   int kchunk = 0;        // per-tile: weight rows per K chunk, each waited for on its own (0: the whole K)
   int ring = 1;          // ... and ring slots the chunks stream through (bf16; MXFP8: every chunk)
   // __launch_bounds__ minimum CTAs per SM, which caps registers per thread: 2 keeps room
@@ -43,7 +45,7 @@ struct TileConfig {
   // tile_config() fills it in where a table left -1.
   int min_blocks = -1;
 
-  int threads() const { return wgmma ? groups * 128 : (bm / wm) * (bn / wn) * ksplit * 32; }
+  int threads() const { return wgmma ? groups * nsplit * 128 : (bm / wm) * (bn / wn) * ksplit * 32; }
   // Shared memory of one stage of the per-tile kernel (a tile's copies, reused by its epilogue).
   int stage_bytes(int k, OutDtype out, WeightFormat weights) const;
   // Dynamic shared memory; the rendered source static_asserts the kernel agrees.
@@ -57,7 +59,8 @@ struct RegimeEntry {
 };
 
 // "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING],..." (per-tile), "LO-HI:ws:BMxBNxWMxWNxSTAGES"
-// (weight-stationary) or "LO-HI:wg:BNxGROUPSxSTAGES" (weight-stationary on wgmma) items -> a table (throws INVALID_ARGUMENT naming the item);
+// (weight-stationary) or "LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT]" (weight-stationary on wgmma)
+// items -> a table (throws INVALID_ARGUMENT naming the item);
 // the format of the SPARK_REGIMES tuning override.
 std::vector<RegimeEntry> parse_regime_table(std::string_view text);
 // The regimes for an arch, ordered by M, covering 1..8192 without gaps.  SPARK_REGIMES,

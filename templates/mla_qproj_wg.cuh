@@ -3,12 +3,14 @@
 // (MXFP8: dequantised once) and a contiguous range of 64-row M tiles.  The weights sit in
 // shared memory in the layout wgmma reads directly (64-column panels, 128-byte swizzle), so
 // no warp loads B fragments; each q tile is copied into a 128-byte swizzled K-major stage
-// that wgmma reads as A.  kGroups warp groups share the weights and take the unit's tiles
-// in turn (tile i to group i % kGroups); each group has its own kQStages q stages and
-// synchronises only its own 128 threads, so while one group's MMAs run on the tensor
-// cores the others store their outputs: the MMA and store phases of the CTA overlap.
-// A warp stages its 16 x BN outputs 64 columns at a time in its own small buffer and
-// stores whole 128-byte (bf16) or 64-byte (e4m3) row segments.
+// that wgmma reads as A.  kGroups teams share the weights and take the unit's tiles in
+// turn (tile i to team i % kGroups); each team has its own kQStages q stages and
+// synchronises only its own threads, so while one team's MMAs run on the tensor cores the
+// others store their outputs: the MMA and store phases of the CTA overlap.  A team is
+// kNSplit warp groups that split the tile's BN columns between them (64 x BN / kNSplit
+// each): more warps per SM for the same weights and q stages, and each warp's epilogue is
+// shorter.  A warp stages its 16 output rows kStageCols columns at a time in its own small
+// buffer and stores whole row segments.
 #pragma once
 
 #include "mla_qproj_ws.cuh"
@@ -16,13 +18,15 @@
 
 namespace spark {
 
-template <int K_, int N_, int R_, int BN_, int GROUPS_, int QSTAGES_, int OUT_, int WEIGHTS_>
+template <int K_, int N_, int R_, int BN_, int GROUPS_, int QSTAGES_, int OUT_, int WEIGHTS_, int NSPLIT_>
 struct MlaQprojWgConfig {
   static constexpr int K = K_, N = N_, R = R_;
-  static constexpr int BM = 64, BN = BN_, kGroups = GROUPS_, kQStages = QSTAGES_;
+  static constexpr int BM = 64, BN = BN_, kGroups = GROUPS_, kQStages = QSTAGES_, kNSplit = NSPLIT_;
   static constexpr OutKind kOut = OutKind(OUT_);
   static constexpr bool kMx = WeightKind(WEIGHTS_) == WeightKind::kMxfp8;
-  static constexpr int kThreads = kGroups * 128;
+  static constexpr int kTeamThreads = kNSplit * 128;
+  static constexpr int kThreads = kGroups * kTeamThreads;
+  static constexpr int kGN = BN / kNSplit;  // a warp group's columns
   static constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
   // Weights: BN / 64 panels of K rows x 128 bytes (64 bf16 columns), 128-byte swizzled.
   static constexpr int kPanelBytes = K * 128;
@@ -30,11 +34,14 @@ struct MlaQprojWgConfig {
   // A q stage: K / 64 blocks of 64 rows x 128 bytes, 128-byte swizzled.
   static constexpr int kSmemQ = BM * K * 2;
   static constexpr int kOffStages = kSmemW;
-  // Per warp: 16 rows x 64 output columns, padded by 16 bytes per row.
-  static constexpr int kLdC = 64 * kOutBytes + 16;
+  // Per warp: 16 rows x kStageCols output columns, padded by 16 bytes per row (64 columns;
+  // 32 for bf16 output when warp groups split the tile at K > 128, so that twice the
+  // warps' buffers fit beside the larger weights).
+  static constexpr int kStageCols = kNSplit > 1 && kOut == OutKind::kBf16 && K > 128 ? 32 : 64;
+  static constexpr int kLdC = kStageCols * kOutBytes + 16;
   static constexpr int kSmemWarpC = 16 * kLdC;
   static constexpr int kOffStaging = kOffStages + kGroups * kQStages * kSmemQ;
-  static constexpr int kSmemMain = kOffStaging + kGroups * 4 * kSmemWarpC;
+  static constexpr int kSmemMain = kOffStaging + kGroups * kNSplit * 4 * kSmemWarpC;
   // MXFP8: raw e4m3 columns and kScaleWords words of scale bytes per K row, behind every
   // group's first stage until they are dequantised.
   static constexpr int kScaleWords = BN / 128;
@@ -47,9 +54,11 @@ struct MlaQprojWgConfig {
   static constexpr int kWChunkRows = K / kWChunks;
 
   static_assert(K % 64 == 0 && K % kWChunks == 0, "K in 64-column swizzle blocks and weight chunks");
-  static_assert(BN == 128 || BN == 256, "a warp group's tile is 64 x 128 or 64 x 256");
+  static_assert(BN == 128 || BN == 256, "a team's tile is 64 x 128 or 64 x 256");
+  static_assert(kGN == 128 || kGN == 256, "a warp group's MMAs are 64 x 128 or 64 x 256");
   static_assert(N % BN == 0 && R % 8 == 0, "N blocks; RoPE vectors");
-  static_assert(kGroups >= 1 && kGroups <= 3 && kQStages >= 2 && kQStages <= 4, "groups and stages");
+  static_assert(kGroups >= 1 && kGroups <= 3 && kQStages >= 2 && kQStages <= 4, "teams and stages");
+  static_assert(kThreads <= 512, "at most four warp groups");
   static_assert(kSmemW % 1024 == 0 && kSmemQ % 1024 == 0, "swizzle atoms stay 1024-byte aligned");
 };
 
@@ -61,26 +70,22 @@ struct WgWeightOffset {
   }
 };
 
-// q_nope row r, columns 8 * chunk .. +7: K block chunk / 8, swizzled within the block.
-template <class C>
-struct WgQOffset {
-  __device__ __forceinline__ int operator()(int r, int chunk) const {
-    return chunk / 8 * (C::BM * 128) + swizzle128(r, chunk % 8);
-  }
-};
-
-template <int kId>
-__device__ __forceinline__ void group_barrier_at(int group) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(kId + group), "n"(128) : "memory");
+// Named barrier `id` (1..15; 0 is __syncthreads) over kCount threads.
+template <int kCount>
+__device__ __forceinline__ void named_barrier(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kCount) : "memory");
 }
 
-// The q_nope rows of M tile `tile` into a stage, by the 128 threads of one group.
+// The q_nope rows of M tile `tile` into a stage, by the threads of one team, one 64-column
+// K block at a time (eight vectors per row, so a thread steps rows at a fixed column).
 template <class C>
-__device__ __forceinline__ void wg_load_q(const MlaQprojParams& p, u8* stage, const WsUnit& u, int tile, int gtid) {
+__device__ __forceinline__ void wg_load_q(const MlaQprojParams& p, u8* stage, const WsUnit& u, int tile, int ttid) {
   const int m0 = tile * C::BM;
-  const u16* src = p.q_nope + u.h * p.q_nope_stride_h + m0 * p.q_nope_stride_m;
-  copy_rows_async_to<C::K * 2 / 16, 128>(stage, WgQOffset<C>{}, reinterpret_cast<const u8*>(src),
-                                         p.q_nope_stride_m * 2, C::BM, p.m - m0, p.q_nope, gtid);
+  const u8* src = reinterpret_cast<const u8*>(p.q_nope + u.h * p.q_nope_stride_h + m0 * p.q_nope_stride_m);
+#pragma unroll
+  for (int b = 0; b < C::K / 64; ++b)
+    copy_rows_async_to<8, C::kTeamThreads>(stage + b * (C::BM * 128), [](int r, int c) { return swizzle128(r, c); },
+                                           src + b * 128, p.q_nope_stride_m * 2, C::BM, p.m - m0, p.q_nope, ttid);
 }
 
 template <class C>
@@ -89,11 +94,12 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   u8* smem = smem_window + ((1024u - (smem_addr(smem_window) & 1023u)) & 1023u);
   const WsUnit u = ws_unit<C>(p);
   if (u.tiles <= 0) return;
-  const int group = threadIdx.x / 128, gtid = threadIdx.x % 128;
-  const int warp = gtid / 32, lane = gtid % 32;
+  // Team `team` takes the tiles; within it warp group `part` owns columns part * kGN...
+  const int team = threadIdx.x / C::kTeamThreads, ttid = threadIdx.x % C::kTeamThreads;
+  const int part = ttid / 128, warp = ttid % 128 / 32, lane = ttid % 32;
   u8* stages = smem + C::kOffStages;
   const auto stage_at = [&](int local) {
-    return stages + ((local % C::kQStages) * C::kGroups + group) * C::kSmemQ;
+    return stages + ((local % C::kQStages) * C::kGroups + team) * C::kSmemQ;
   };
 
   // The weights do not depend on the previous kernel: request them before waiting on it.
@@ -112,12 +118,12 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   float inv_scale = 1.0f;
   if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
 
-  // Group g takes the unit's tiles g, g + kGroups, ...; its local tile j sits in stage
-  // j % kQStages.  One commit group per local tile (empty past the group's last), so every
+  // Team t takes the unit's tiles t, t + kGroups, ...; its local tile j sits in stage
+  // j % kQStages.  One commit group per local tile (empty past the team's last), so every
   // iteration waits for the same count.
-  const int my_tiles = u.tiles > group ? (u.tiles - group + C::kGroups - 1) / C::kGroups : 0;
+  const int my_tiles = u.tiles > team ? (u.tiles - team + C::kGroups - 1) / C::kGroups : 0;
   const auto load_local = [&](int j) {
-    if (j < my_tiles) wg_load_q<C>(p, stage_at(j), u, u.first_tile + group + j * C::kGroups, gtid);
+    if (j < my_tiles) wg_load_q<C>(p, stage_at(j), u, u.first_tile + team + j * C::kGroups, ttid);
     cp_async_commit();
   };
   load_local(0);
@@ -139,40 +145,45 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   fence_proxy_async();
   __syncthreads();  // every thread's weights (copies and dequantised stores) are visible to wgmma
 
-  const u32 w_base = smem_addr(smem);
-  float acc[C::BN / 2];
+  const u32 w_base = smem_addr(smem) + part * (C::kGN / 64) * C::kPanelBytes;
+  float acc[C::kGN / 2];
 #pragma unroll
-  for (int i = 0; i < C::BN / 2; ++i) acc[i] = 0.0f;
-  u8* my_c = smem + C::kOffStaging + (group * 4 + warp) * C::kSmemWarpC;
+  for (int i = 0; i < C::kGN / 2; ++i) acc[i] = 0.0f;
+  u8* my_c = smem + C::kOffStaging + (threadIdx.x / 32) * C::kSmemWarpC;
+  const int n_warp = u.n0 + part * C::kGN;  // the warp's first output column
 
   // RoPE rows: the kBlocksN CTAs of a (head, M chunk) each copy their share of every
   // tile's rows, so no N block waits longer than the others.  They come by plain loads
   // one tile ahead (the first now), so their latency hides behind a whole tile.
   constexpr int kBlocksN = C::N / C::BN;
   constexpr int kRopeRows = C::BM / kBlocksN;
-  constexpr int kRopeVecs = kRopeRows * (C::R / 8) / 128;
-  static_assert(kRopeRows * (C::R / 8) % 128 == 0, "a group's threads share an N block's RoPE vectors evenly");
+  constexpr int kRopeTotal = kRopeRows * (C::R / 8);
+  constexpr int kRopeVecs = (kRopeTotal + C::kTeamThreads - 1) / C::kTeamThreads;
+  static_assert(C::BM % kBlocksN == 0, "the N blocks share a tile's RoPE rows evenly");
   const int rope_row0 = u.n0 / C::BN * kRopeRows;
   uint4 rope[kRopeVecs];
+  const auto rope_row = [&](int v, int m0) {  // -1 where vector v of this thread is not wanted
+    const int idx = ttid + v * C::kTeamThreads, r = m0 + rope_row0 + idx / (C::R / 8);
+    return (kRopeTotal % C::kTeamThreads == 0 || idx < kRopeTotal) && r < p.m ? r : -1;
+  };
   const auto load_rope = [&](int j) {
     if (j >= my_tiles) return;
-    const int m0 = (u.first_tile + group + j * C::kGroups) * C::BM;
+    const int m0 = (u.first_tile + team + j * C::kGroups) * C::BM;
 #pragma unroll
     for (int v = 0; v < kRopeVecs; ++v) {
-      const int idx = gtid + v * 128, r = rope_row0 + idx / (C::R / 8), c = idx % (C::R / 8);
-      if (m0 + r < p.m)
-        rope[v] = *reinterpret_cast<const uint4*>(p.q_pe + (m0 + r) * p.q_pe_stride_m + u.h * p.q_pe_stride_h + c * 8);
+      const int r = rope_row(v, m0), c = (ttid + v * C::kTeamThreads) % (C::R / 8);
+      if (r >= 0) rope[v] = *reinterpret_cast<const uint4*>(p.q_pe + r * p.q_pe_stride_m + u.h * p.q_pe_stride_h + c * 8);
     }
   };
   load_rope(0);
 
   for (int j = 0; j < my_tiles; ++j) {
-    const int m0 = (u.first_tile + group + j * C::kGroups) * C::BM;
+    const int m0 = (u.first_tile + team + j * C::kGroups) * C::BM;
     u8* stage = stage_at(j);
 
     cp_async_wait_group<C::kQStages - 1>();
     fence_proxy_async();
-    group_barrier_at<1>(group);  // the tile has landed for the whole group
+    named_barrier<C::kTeamThreads>(1 + team);  // the tile has landed for the whole team
 
     const u32 a_base = smem_addr(stage);
     wgmma_fence();
@@ -180,33 +191,34 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     for (int s = 0; s < C::K / 16; ++s) {
       const u64 da = wgmma_desc(a_base + s / 4 * (C::BM * 128) + s % 4 * 32, 16, 1024);
       const u64 db = wgmma_desc(w_base + s * 16 * 128, C::kPanelBytes, 1024);
-      wgmma_bf16<C::BN>(acc, da, db, s > 0 ? 1 : 0);
+      wgmma_bf16<C::kGN>(acc, da, db, s > 0 ? 1 : 0);
     }
     wgmma_commit();
 
     // While the MMAs run: this tile's RoPE rows out, the next tile's requested.
 #pragma unroll
     for (int v = 0; v < kRopeVecs; ++v) {
-      const int idx = gtid + v * 128, r = rope_row0 + idx / (C::R / 8), c = idx % (C::R / 8);
-      if (m0 + r < p.m) store_rope_vec<C::N, C::kOut>(p, m0 + r, u.h, c, rope[v], inv_scale);
+      const int r = rope_row(v, m0), c = (ttid + v * C::kTeamThreads) % (C::R / 8);
+      if (r >= 0) store_rope_vec<C::N, C::kOut>(p, r, u.h, c, rope[v], inv_scale);
     }
     load_rope(j + 1);
 
     wgmma_wait<0>();
     wgmma_fence_regs(acc);
-    group_barrier_at<1>(group);  // the whole group's MMAs have read the stage
+    named_barrier<C::kTeamThreads>(1 + team);  // the whole team's MMAs have read the stage
     load_local(j + C::kQStages);
 
-    // Outputs: the warp's 16 rows, 64 columns at a time through its staging buffer.  A
-    // lane stores vector lane % 8 of rows lane / 8 + 4t (t = 0..3) of each panel; their
-    // addresses are formed once per tile.
+    // Outputs: the warp's 16 rows, kStageCols columns at a time through its staging
+    // buffer.  The accumulators of 8-column block jn sit in acc[4 jn .. 4 jn + 3]: rows
+    // lane / 4 and + 8, columns 2 (lane % 4) and + 1.
+    constexpr int kBlocks = C::kStageCols / 8;  // 8-column blocks per pass, and vectors per row
     const int g = lane / 4, c2 = (lane % 4) * 2;
     const int row0 = m0 + warp * 16;
 #pragma unroll
-    for (int panel = 0; panel < C::BN / 64; ++panel) {
+    for (int pass = 0; pass < C::kGN / C::kStageCols; ++pass) {
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int jn = panel * 8 + jj;
+      for (int jj = 0; jj < kBlocks; ++jj) {
+        const int jn = pass * kBlocks + jj;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int r = g + half * 8, c = jj * 8 + c2;
@@ -219,14 +231,15 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
         }
       }
       __syncwarp();
-      // 16 rows x 8 vectors of 8 columns (16 bytes bf16, 8 bytes e4m3).
+      // 16 rows x kBlocks vectors of 8 columns (16 bytes bf16; e4m3 8, as its strides only
+      // promise 8-byte aligned rows).
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int idx = lane + t * 32, r = idx / 8, v = idx % 8;
+      for (int t = 0; t < 16 * kBlocks / 32; ++t) {
+        const int idx = lane + t * 32, r = idx / kBlocks, v = idx % kBlocks;
         const int m = row0 + r;
         if (m < p.m) {
           u8* out = static_cast<u8*>(p.out) +
-                    (m * p.out_stride_m + u.h * p.out_stride_h + u.n0 + panel * 64 + v * 8) * C::kOutBytes;
+                    (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + pass * C::kStageCols + v * 8) * C::kOutBytes;
           if (C::kOut == OutKind::kBf16) {
             *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(my_c + r * C::kLdC + v * 16);
           } else {

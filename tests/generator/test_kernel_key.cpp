@@ -141,6 +141,17 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:wg:64x2x2"), Error);    // BN 128 or 256
   CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x4x2"), Error);   // 1..3 groups
   CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x2x1"), Error);   // 2..4 stages
+  // ... with an optional fourth number: warp groups per team, splitting BN.
+  const auto s = parse_regime_table("1-8192:wg:256x2x2x2");
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].tile.nsplit == 2);
+  CHECK(s[0].tile.groups == 2);
+  CHECK(s[0].tile.threads() == 512);
+  CHECK(s[0].tile.describe().find("NSPLIT=2") != std::string::npos);
+  CHECK(parse_regime_table("1-8192:wg:256x2x2x1")[0].tile.nsplit == 1);
+  CHECK_THROWS_AS(parse_regime_table("1-8192:wg:128x2x2x2"), Error);   // a group's MMAs 128 or 256 wide
+  CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x3x2x2"), Error);   // at most 4 warp groups
+  CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x2x2x2x"), Error);  // trailing text
   // Per-tile items streaming bf16 weights in K chunks through a ring: ":kKCHUNKxRING".
   const auto r = parse_regime_table("1-32:16x128x16x32x2:k64x2,33-8192:32x64x16x32x1:k16x3");
   REQUIRE(r.size() == 2);
