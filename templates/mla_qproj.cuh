@@ -303,17 +303,37 @@ __device__ __forceinline__ void store_rope_vec(const MlaQprojParams& p, int m, i
   }
 }
 
-// The RoPE columns, once per (row, head): by the tiles of the first N block.
+// e4m3 output's 1 / q_scale (1 for bf16 output).
+template <OutKind kOut>
+__device__ __forceinline__ float output_inv_scale(const MlaQprojParams& p) {
+  return kOut == OutKind::kE4m3 ? rcp_rn(*p.q_scale) : 1.0f;
+}
+
+// The RoPE columns, once per (row, head), by the tiles of the first N block; returns
+// output_inv_scale.  A thread's q_pe loads are all issued before q_scale is waited for,
+// so with e4m3 output the two round trips overlap instead of following each other.
 template <class C>
-__device__ __forceinline__ void copy_rope(const MlaQprojParams& p, const Tile& t, float inv_scale) {
-  constexpr int kVec = C::R / 8;
-  for (int i = threadIdx.x; i < C::BM * kVec; i += C::kThreads) {
-    const int r = i / kVec, v = i % kVec;
-    const int m = t.m0 + r;
-    if (m >= p.m) continue;
-    const uint4 x = *reinterpret_cast<const uint4*>(p.q_pe + m * p.q_pe_stride_m + t.h * p.q_pe_stride_h + v * 8);
-    store_rope_vec<C::N, C::kOut>(p, m, t.h, v, x, inv_scale);
+__device__ __forceinline__ float copy_rope(const MlaQprojParams& p, const Tile& t) {
+  constexpr int kVec = C::R / 8, kVecs = C::BM * kVec;
+  constexpr int kPerThread = (kVecs + C::kThreads - 1) / C::kThreads;
+  const bool first_block = t.n0 == 0;
+  const auto row_of = [&](int j) {  // -1 where this thread has no vector j
+    const int i = threadIdx.x + j * C::kThreads;
+    return first_block && (kVecs % C::kThreads == 0 || i < kVecs) && t.m0 + i / kVec < p.m ? t.m0 + i / kVec : -1;
+  };
+  uint4 x[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int m = row_of(j), v = (threadIdx.x + j * C::kThreads) % kVec;
+    if (m >= 0) x[j] = *reinterpret_cast<const uint4*>(p.q_pe + m * p.q_pe_stride_m + t.h * p.q_pe_stride_h + v * 8);
   }
+  const float inv_scale = output_inv_scale<C::kOut>(p);
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int m = row_of(j), v = (threadIdx.x + j * C::kThreads) % kVec;
+    if (m >= 0) store_rope_vec<C::N, C::kOut>(p, m, t.h, v, x[j], inv_scale);
+  }
+  return inv_scale;
 }
 
 // MXFP8: rows [k_begin, k_end) of a raw e4m3 tile of columns n0.. (kLdRaw bytes per row,
@@ -622,21 +642,17 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
   // The next kernel may start now: its CTAs request their weights while this one runs,
   // and wait for it to finish before reading what it writes.
   grid_dependents_launch();
-  float inv_scale = 1.0f;
   if constexpr (C::kChunks > 1) {
     // One tile per CTA (kStages == 1): q through registers, the RoPE rows meanwhile; the
     // first chunk's wait and barrier in compute_and_store publish the stores.
     const QRegs<C> q = load_q_regs<C>(p, tile);
-    if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
-    if (tile.n0 == 0) copy_rope<C>(p, tile, inv_scale);
+    const float inv_scale = copy_rope<C>(p, tile);
     store_q_regs<C>(q, smem);
     compute_and_store<C>(p, smem, tile, inv_scale);
     return;
   }
   load_q<C>(p, smem, tile);
   cp_async_commit();
-
-  if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
 
   for (int stage = 0; t < total; t += gridDim.x, stage ^= 1) {
     u8* cur = smem + stage * C::kStageBytes;
@@ -650,7 +666,7 @@ __device__ __forceinline__ void mla_qproj(const MlaQprojParams& p) {
       }
       cp_async_commit();  // possibly empty: keeps one group per tile
     }
-    if (tile.n0 == 0) copy_rope<C>(p, tile, inv_scale);
+    const float inv_scale = copy_rope<C>(p, tile);
     if constexpr (C::kStages == 2) {
       cp_async_wait_group<1>();  // this tile's copies; the next tile's stay in flight
     } else {

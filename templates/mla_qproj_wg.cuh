@@ -115,8 +115,7 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   // The next kernel may start now: its CTAs request their weights while this one runs,
   // and wait for it to finish before reading what it writes.
   grid_dependents_launch();
-  float inv_scale = 1.0f;
-  if (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.q_scale);
+  const float inv_scale = output_inv_scale<C::kOut>(p);
 
   // Team t takes the unit's tiles t, t + kGroups, ...; its local tile j sits in stage
   // j % kQStages.  One commit group per local tile (empty past the team's last), so every
