@@ -151,7 +151,7 @@ std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
                   SPARK_ERROR_INVALID_ARGUMENT,
                   "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING] (e.g. "
                   "1-16:16x32x16x16x2 or 1-32:16x128x16x32x2:k64x2), LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. "
-                  "129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES (e.g. 129-8192:wg:256x2x2)",
+                  "129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT] (e.g. 129-8192:wg:256x2x2)",
                   item);
       SPARK_CHECK(t.kchunk == 0 || (t.kchunk % (16 * t.ksplit) == 0 && 64 % t.kchunk == 0 && t.ring >= 1 &&
                                     t.stages <= 1),

@@ -127,7 +127,7 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x64x32x32x3"), Error);    // BN not a multiple of 128
   CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x256x32x64x5"), Error);   // 2..4 stages
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x256x16x32x1"), Error);      // per-tile BN <= 128
-  // Weight-stationary wgmma items: BNxGROUPSxSTAGES.
+  // Weight-stationary wgmma items: BNxGROUPSxSTAGES[xNSPLIT].
   const auto g = parse_regime_table("1-16:16x32x16x16x2,17-8192:wg:128x2x3");
   REQUIRE(g.size() == 2);
   CHECK(g[1].tile.wgmma);
