@@ -522,16 +522,16 @@ __device__ __forceinline__ void store_staged(const MlaQprojParams& p, const u8* 
   }
 }
 
-// MXFP8: the landed scale bytes of K rows [k_begin, k_end) as float multipliers, one per
+// MXFP8: the landed scale bytes of every K row as float multipliers, one per
 // row and 32-column group of the tile, so the MMA loop reads them ready (by all threads;
 // the caller synchronises before they are read).
 template <class C>
-__device__ __forceinline__ void decode_scales(u8* stage, int n0, int k_begin, int k_end) {
+__device__ __forceinline__ void decode_scales(u8* stage, int n0) {
   const u32* words = reinterpret_cast<const u32*>(stage + C::kSmemA + C::kSmemB + C::kSmemRaw);
   float* scales = reinterpret_cast<float*>(stage + C::kSmemA + C::kSmemB + C::kSmemRaw + C::kSmemScales);
   constexpr int G = C::kScaleGroups;
   const int first = n0 % 128 / 32;  // the tile's first group within its word
-  for (int i = k_begin * G + threadIdx.x; i < k_end * G; i += C::kThreads) {
+  for (int i = threadIdx.x; i < C::K * G; i += C::kThreads) {
     const int k = i / G, grp = i % G;
     scales[i] = e8m0_to_float(u8(words[k] >> (8 * (first + grp))));
   }
@@ -569,7 +569,7 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
     const int k_first = c * C::KC + split * kChunkSteps * 16;
     if constexpr (C::kMx) {
       if (c == 0) {
-        decode_scales<C>(stage, t.n0, 0, C::K);
+        decode_scales<C>(stage, t.n0);
         __syncthreads();
       }
       warp_mma_mx<kTM, kTN, C::kLdA, C::kLdRaw, C::kScaleGroups, kChunkSteps>(
