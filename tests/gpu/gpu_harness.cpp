@@ -86,6 +86,7 @@ Plan make_plan(int H, int K, spark_dtype dtype, int max_m, int lazy, int pdl) {
 std::string shape_str(const Shape& s) {
   std::ostringstream o;
   o << "H=" << s.H << " K=" << s.K << " M=" << s.M;
+  if (s.pitch != kOutPitch) o << " pitch=" << s.pitch;
   return o.str();
 }
 
@@ -111,7 +112,7 @@ spark_mla_qproj_args make_args(const Shape& s, const void* d_q, const void* d_w,
   a.q_pe_stride_h = s.q_stride_h();
   a.out = d_out;
   a.out_stride_m = s.out_stride_m();
-  a.out_stride_h = Shape::out_stride_h();
+  a.out_stride_h = s.out_stride_h();
   a.q_scale = d_q_scale;
   return a;
 }
@@ -213,14 +214,14 @@ template <typename T>
 LayoutReport check_layout(const Shape& s, const std::vector<T>& out, T poison_value) {
   Findings unwritten, clobbered;
   const size_t head_rows = static_cast<size_t>(s.M + kSentinelRows) * s.H;
-  REQUIRE(out.size() == head_rows * kOutPitch);
+  REQUIRE(out.size() == head_rows * s.pitch);
   parallel_for(head_rows, [&](size_t b, size_t e, unsigned) {
     size_t nu = 0, nc = 0;
     for (size_t r = b; r < e; ++r) {
       const int m = static_cast<int>(r / s.H);
       const int h = static_cast<int>(r % s.H);
-      const T* row = out.data() + r * kOutPitch;
-      for (int c = 0; c < kOutPitch; ++c) {
+      const T* row = out.data() + r * s.pitch;
+      for (int c = 0; c < s.pitch; ++c) {
         const bool must_write = m < s.M && c < kNR;
         const bool is_poison = row[c] == poison_value;
         if (must_write && is_poison) {
@@ -265,7 +266,7 @@ AccuracyReport check_bf16(const Shape& s, const std::vector<uint16_t>& out, cons
     for (size_t mh = b; mh < e; ++mh) {
       const int m = static_cast<int>(mh / s.H);
       const int h = static_cast<int>(mh % s.H);
-      const uint16_t* orow = out.data() + mh * kOutPitch;  // m*H*584 + h*584
+      const uint16_t* orow = out.data() + mh * s.pitch;  // m*H*pitch + h*pitch
       const double* rrow = ref.data() + mh * kN;
       const uint16_t* crow = with_cublas ? cub.data() + (static_cast<size_t>(h) * s.M + m) * kN : nullptr;
       for (int n = 0; n < kN; ++n) {
@@ -332,8 +333,8 @@ E4m3Report check_e4m3(const Shape& s, const std::vector<uint8_t>& out8, const st
   parallel_for(rows, [&](size_t b, size_t e, unsigned chunk) {
     size_t nm = 0, nd = 0;
     for (size_t mh = b; mh < e; ++mh) {
-      const uint8_t* orow = out8.data() + mh * kOutPitch;
-      const uint16_t* brow = out16.data() + mh * kOutPitch;
+      const uint8_t* orow = out8.data() + mh * s.pitch;
+      const uint16_t* brow = out16.data() + mh * s.pitch;
       const uint16_t* qpe = q.data() + mh * static_cast<size_t>(s.K + kR) + s.K;
       for (int c = 0; c < kNR; ++c) {
         const uint16_t src = c < kN ? brow[c] : qpe[c - kN];

@@ -9,7 +9,7 @@
 //        q_pe = q + K (stride_m H*(K+R), stride_h K+R)
 //   W    (bf16) the first K rows of each head of a [H, 448, 512] bf16 pack (stride_h 448*512,
 //        stride_k 512)
-//   out  pitched [M(+3 sentinel rows), H, 584] with 576 used columns; bf16 or e4m3
+//   out  pitched [M(+3 sentinel rows), H, 584 (or 592)] with 576 used columns; bf16 or e4m3
 // and every output buffer is poisoned with 0xFF bytes (bf16 0xFFFF and e4m3 0xFF are NaN,
 // which finite inputs can never produce) before every run.
 //
@@ -48,7 +48,8 @@ namespace spark_gpu {
 inline constexpr int kN = 512;              // latent_dim
 inline constexpr int kR = 64;               // rope_dim
 inline constexpr int kNR = kN + kR;         // 576 used output columns
-inline constexpr int kOutPitch = 584;       // out_stride_h (8 pitch columns never written)
+inline constexpr int kOutPitch = 584;       // default out_stride_h (8 pitch columns never written)
+inline constexpr int kOutPitch16 = 592;     // an out_stride_h that keeps e4m3 rows 16-byte aligned
 inline constexpr int kPackRows = 448;       // rows per head of the kv_b-like bf16 weight pack
 inline constexpr int kMaxM = 1000;          // max_m of the main plans
 inline constexpr int kSentinelRows = 3;     // rows >= M allocated past the end of out
@@ -147,12 +148,17 @@ struct Shape {
   static constexpr int64_t w_stride_h() { return static_cast<int64_t>(kPackRows) * kN; }
   static constexpr int64_t w_stride_k() { return kN; }
   size_t w_elems() const { return static_cast<size_t>(H) * kPackRows * kN; }
-  static constexpr int64_t out_stride_h() { return kOutPitch; }
-  int64_t out_stride_m() const { return static_cast<int64_t>(H) * kOutPitch; }
+  int pitch = kOutPitch;  // out_stride_h: 584 keeps e4m3 rows 8-byte aligned only, 592 16-byte
+  int64_t out_stride_h() const { return pitch; }
+  int64_t out_stride_m() const { return static_cast<int64_t>(H) * pitch; }
   // Whole out allocation: M rows plus the sentinel rows.
-  size_t out_elems() const { return static_cast<size_t>(M + kSentinelRows) * H * kOutPitch; }
+  size_t out_elems() const { return static_cast<size_t>(M + kSentinelRows) * H * pitch; }
   size_t ref_elems() const { return static_cast<size_t>(M) * H * kN; }
 };
+
+// The out pitch a sweep case uses: every other M of the sweeps (1, 16, 33, 257, ...) gets
+// rows that stay 16-byte aligned in e4m3 too, so both store widths of the kernels run.
+inline int sweep_pitch(int M) { return (M == 1 || M == 16 || M == 33 || M == 257) ? kOutPitch16 : kOutPitch; }
 
 std::string shape_str(const Shape& s);
 

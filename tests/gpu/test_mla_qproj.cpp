@@ -62,7 +62,7 @@ void run_shape(int H, int K) {
   std::vector<uint8_t> out8;
 
   for (int M : kMs) {
-    const Shape s{H, K, M};
+    const Shape s{H, K, M, sweep_pitch(M)};
     const uint64_t seed = next_seed();
     const float scale = kScales[g_summary.cases % (sizeof kScales / sizeof kScales[0])];
     INFO(shape_str(s) << " seed=" << seed << " q_scale=" << scale);

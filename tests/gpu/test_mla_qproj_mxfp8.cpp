@@ -293,7 +293,7 @@ void run_identity(int H, int K, bool padded, IdentityMode mode) {
     const std::vector<uint16_t> head(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(s.out_elems()));
     require_layout(check_layout<uint16_t>(s, head, kPoisonBf16));
     CHECK_MESSAGE(all_poison16(out, s.out_elems()), "rows past M + 3 of the out allocation were written");
-    total.merge(check_identity(w, q, kR, row0, M, out.data(), kOutPitch));
+    total.merge(check_identity(w, q, kR, row0, M, out.data(), s.pitch));
     rows_run += static_cast<size_t>(M);
   }
 
@@ -369,7 +369,7 @@ void run_shape_mx(int H, int K, const std::vector<int>& Ms, bool padded) {
   std::vector<double> ref;
 
   for (int M : Ms) {
-    const Shape s{H, K, M};
+    const Shape s{H, K, M, sweep_pitch(M)};
     const uint64_t seed = next_seed();
     INFO(shape_str(s) << " weights=mxfp8 " << layout.describe() << " seed=" << seed);
 
@@ -568,8 +568,8 @@ TEST_CASE("mxfp8: CUDA graph capture and replay follow new contents of q, values
     size_t not_doubled = 0, rope_changed = 0;
     std::string example;
     for (size_t mh = 0; mh < static_cast<size_t>(s.M) * s.H; ++mh) {
-      const uint16_t* b = g16b.data() + mh * kOutPitch;
-      const uint16_t* c = g16c.data() + mh * kOutPitch;
+      const uint16_t* b = g16b.data() + mh * s.pitch;
+      const uint16_t* c = g16c.data() + mh * s.pitch;
       for (int n = 0; n < kN; ++n) {
         const uint16_t want = float_to_bf16_rne(2.0f * bf16_to_float(b[n]));
         if (c[n] != want && not_doubled++ == 0) {
