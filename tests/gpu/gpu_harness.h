@@ -156,8 +156,9 @@ struct Shape {
   size_t ref_elems() const { return static_cast<size_t>(M) * H * kN; }
 };
 
-// The out pitch a sweep case uses: every other M of the sweeps (1, 16, 33, 257, ...) gets
-// rows that stay 16-byte aligned in e4m3 too, so both store widths of the kernels run.
+// The out pitch a sweep case uses: every other M of the sweeps (1, 16, 33, 257, ...) writes
+// rows that stay 16-byte aligned in e4m3 too, so each kernel is checked on both alignments
+// the contract allows (and on two pitches' worth of never-written columns).
 inline int sweep_pitch(int M) { return (M == 1 || M == 16 || M == 33 || M == 257) ? kOutPitch16 : kOutPitch; }
 
 std::string shape_str(const Shape& s);
