@@ -296,7 +296,7 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
   }
   if (m_min == 17) {
     // Per-tile below 16 heads and from 64 (where the stationary CTAs, 2 per SM, would
-    // take two waves); MXFP8 per-tile below 32 heads too.  From 64 heads 32 x 128 tiles
+    // take two waves); MXFP8 per-tile at every head count.  From 64 heads 32 x 128 tiles
     // whose weights stream through two 64-row ring slots (MXFP8: 64-row chunks), four
     // warps of 32 x 32 each; at 64 heads with bf16 weights K split two ways at K = 192 and
     // eight 16 x 32 warps at K = 128.  MXFP8 takes the four-warp tile from 32 heads (v10:
