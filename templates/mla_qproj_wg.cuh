@@ -11,8 +11,9 @@
 // each): more warps per SM for the same weights and q stages, and each warp's epilogue is
 // shorter.  The weight columns sit in shared memory in an interleaved order (see
 // wg_interleave_weights) so that each thread's accumulators hold runs of eight consecutive
-// output columns: the epilogue rounds, converts and stores them straight from registers,
-// with no staging through shared memory.
+// output columns: a warp stages its 16 output rows kStageCols columns at a time in its own
+// small buffer with one 16-byte (bf16) or 8-byte (e4m3) store per run, and stores whole
+// row segments from there.
 #pragma once
 
 #include "mla_qproj_ws.cuh"
@@ -36,7 +37,16 @@ struct MlaQprojWgConfig {
   // A q stage: K / 64 blocks of 64 rows x 128 bytes, 128-byte swizzled.
   static constexpr int kSmemQ = BM * K * 2;
   static constexpr int kOffStages = kSmemW;
-  static constexpr int kSmemMain = kOffStages + kGroups * kQStages * kSmemQ;
+  // Per warp: 16 rows x kStageCols output columns (64; 32 for bf16 output when warp groups
+  // split the tile at K > 128, so that twice the warps' buffers fit beside the larger
+  // weights).  Rows are padded so the runs stored at once fall in distinct banks: two rows
+  // of 64 bytes per bf16 store phase (rows 64 bytes apart modulo 128), four rows of 32
+  // bytes per e4m3 phase (32 bytes apart; its reads take rows r and r + 2 together).
+  static constexpr int kStageCols = kNSplit > 1 && kOut == OutKind::kBf16 && K > 128 ? 32 : 64;
+  static constexpr int kLdC = kOut == OutKind::kBf16 ? (kStageCols == 64 ? 192 : 64) : 96;
+  static constexpr int kSmemWarpC = 16 * kLdC;
+  static constexpr int kOffStaging = kOffStages + kGroups * kQStages * kSmemQ;
+  static constexpr int kSmemMain = kOffStaging + kGroups * kNSplit * 4 * kSmemWarpC;
   // MXFP8: raw e4m3 columns and kScaleWords words of scale bytes per K row, behind every
   // group's first stage until they are dequantised.
   static constexpr int kScaleWords = BN / 128;
@@ -168,6 +178,7 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   float acc[C::kGN / 2];
 #pragma unroll
   for (int i = 0; i < C::kGN / 2; ++i) acc[i] = 0.0f;
+  u8* my_c = smem + C::kOffStaging + (threadIdx.x / 32) * C::kSmemWarpC;
   const int n_warp = u.n0 + part * C::kGN;  // the warp's first output column
 
   // RoPE rows: the kBlocksN CTAs of a (head, M chunk) each copy their share of every
@@ -226,28 +237,51 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     named_barrier<C::kTeamThreads>(1 + team);  // the whole team's MMAs have read the stage
     load_local(j + C::kQStages);
 
-    // Outputs straight from the accumulators.  Block j's accumulators sit in acc[4 j ..
-    // 4 j + 3]: rows lane / 4 and + 8, positions 2 (lane % 4) and + 1; with the interleaved
-    // weights blocks 4 i .. 4 i + 3 hold output columns n_warp + 32 i + 8 (lane % 4) .. + 7
-    // of those rows, in block order (16 bytes of bf16 or 8 of e4m3, as far as the output
-    // strides promise alignment).
+    // Outputs: the warp's 16 rows, kStageCols columns at a time through its staging
+    // buffer.  Block j's accumulators sit in acc[4 j .. 4 j + 3]: rows lane / 4 and + 8,
+    // positions 2 (lane % 4) and + 1; with the interleaved weights blocks 4 i .. 4 i + 3
+    // hold output columns 32 i + 8 (lane % 4) .. + 7 of those rows, in block order.
+    constexpr int kRuns = C::kStageCols / 32;    // 32-column groups per pass
+    constexpr int kVecs = C::kStageCols / 8;     // 8-column vectors per staged row
     const int c8 = (lane % 4) * 8;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int m = m0 + warp * 16 + lane / 4 + half * 8;
-      if (m >= p.m) continue;
-      u8* out = static_cast<u8*>(p.out) + (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + c8) * C::kOutBytes;
+    for (int pass = 0; pass < C::kGN / C::kStageCols; ++pass) {
 #pragma unroll
-      for (int i = 0; i < C::kGN / 32; ++i) {
-        const float* a = acc + 16 * i + 2 * half;
-        if constexpr (C::kOut == OutKind::kBf16) {
-          *reinterpret_cast<uint4*>(out + i * 64) = make_uint4(pack_bf16x2(a[0], a[1]), pack_bf16x2(a[4], a[5]),
-                                                               pack_bf16x2(a[8], a[9]), pack_bf16x2(a[12], a[13]));
-        } else {
-          *reinterpret_cast<uint2*>(out + i * 32) = make_uint2(
-              bf16_to_e4m3x4(a[0], a[1], a[4], a[5], inv_scale), bf16_to_e4m3x4(a[8], a[9], a[12], a[13], inv_scale));
+      for (int run = 0; run < kRuns; ++run) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float* a = acc + 16 * (pass * kRuns + run) + 2 * half;
+          u8* dst = my_c + (lane / 4 + half * 8) * C::kLdC + (run * 32 + c8) * C::kOutBytes;
+          if constexpr (C::kOut == OutKind::kBf16) {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf16x2(a[0], a[1]), pack_bf16x2(a[4], a[5]),
+                                                        pack_bf16x2(a[8], a[9]), pack_bf16x2(a[12], a[13]));
+          } else {
+            *reinterpret_cast<uint2*>(dst) = make_uint2(bf16_to_e4m3x4(a[0], a[1], a[4], a[5], inv_scale),
+                                                        bf16_to_e4m3x4(a[8], a[9], a[12], a[13], inv_scale));
+          }
         }
       }
+      __syncwarp();
+      // 16 rows x kVecs vectors of 8 columns (16 bytes bf16; e4m3 8, as its strides only
+      // promise 8-byte aligned rows), a row per kVecs lanes; e4m3 lanes 8-15 take the row
+      // two below lanes 0-7 (so a 16-lane read phase spans distinct banks).
+#pragma unroll
+      for (int t = 0; t < 16 * kVecs / 32; ++t) {
+        constexpr int kRowsPerStep = 32 / kVecs;
+        int r = t * kRowsPerStep + lane / kVecs;
+        if constexpr (C::kOut == OutKind::kE4m3) r = t * 4 + (lane >> 3 & 1) * 2 + (lane >> 4);
+        const int v = lane % kVecs, m = m0 + warp * 16 + r;
+        if (m < p.m) {
+          u8* out = static_cast<u8*>(p.out) +
+                    (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + pass * C::kStageCols + v * 8) * C::kOutBytes;
+          if constexpr (C::kOut == OutKind::kBf16) {
+            *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(my_c + r * C::kLdC + v * 16);
+          } else {
+            *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(my_c + r * C::kLdC + v * 8);
+          }
+        }
+      }
+      __syncwarp();
     }
   }
 }
