@@ -77,11 +77,11 @@ int stationary_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat
 
 // Mirrors MlaQprojWgConfig::kSmemBytes in templates/mla_qproj_wg.cuh.
 int wgmma_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat weights) {
+  const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
   const int w = t.bn / 64 * k * 128;
   const int stage = 64 * k * 2;
   const int stage_cols = t.nsplit > 1 && out == OutDtype::kBf16 && k > 128 ? 32 : 64;
-  const int ld_c = out == OutDtype::kBf16 ? (stage_cols == 64 ? 192 : 64) : 96;
-  const int staging = t.groups * t.nsplit * 4 * 16 * ld_c;
+  const int staging = t.groups * t.nsplit * 4 * 16 * (stage_cols * out_bytes + 16);
   const int raw = weights == WeightFormat::kMxfp8 ? k * (t.bn + 16) + k * (t.bn / 128) * 4 : 0;
   return std::max(w + t.groups * t.stages * stage + staging, w + t.groups * stage + raw) + 1024;
 }

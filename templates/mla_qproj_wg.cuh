@@ -9,11 +9,8 @@
 // others store their outputs: the MMA and store phases of the CTA overlap.  A team is
 // kNSplit warp groups that split the tile's BN columns between them (64 x BN / kNSplit
 // each): more warps per SM for the same weights and q stages, and each warp's epilogue is
-// shorter.  The weight columns sit in shared memory in an interleaved order (see
-// wg_interleave_weights) so that each thread's accumulators hold runs of eight consecutive
-// output columns: a warp stages its 16 output rows kStageCols columns at a time in its own
-// small buffer with one 16-byte (bf16) or 8-byte (e4m3) store per run, and stores whole
-// row segments from there.
+// shorter.  A warp stages its 16 output rows kStageCols columns at a time in its own small
+// buffer and stores whole row segments.
 #pragma once
 
 #include "mla_qproj_ws.cuh"
@@ -37,13 +34,11 @@ struct MlaQprojWgConfig {
   // A q stage: K / 64 blocks of 64 rows x 128 bytes, 128-byte swizzled.
   static constexpr int kSmemQ = BM * K * 2;
   static constexpr int kOffStages = kSmemW;
-  // Per warp: 16 rows x kStageCols output columns (64; 32 for bf16 output when warp groups
-  // split the tile at K > 128, so that twice the warps' buffers fit beside the larger
-  // weights).  Rows are padded so the runs stored at once fall in distinct banks: two rows
-  // of 64 bytes per bf16 store phase (rows 64 bytes apart modulo 128), four rows of 32
-  // bytes per e4m3 phase (32 bytes apart; its reads take rows r and r + 2 together).
+  // Per warp: 16 rows x kStageCols output columns, padded by 16 bytes per row (64 columns;
+  // 32 for bf16 output when warp groups split the tile at K > 128, so that twice the
+  // warps' buffers fit beside the larger weights).
   static constexpr int kStageCols = kNSplit > 1 && kOut == OutKind::kBf16 && K > 128 ? 32 : 64;
-  static constexpr int kLdC = kOut == OutKind::kBf16 ? (kStageCols == 64 ? 192 : 64) : 96;
+  static constexpr int kLdC = kStageCols * kOutBytes + 16;
   static constexpr int kSmemWarpC = 16 * kLdC;
   static constexpr int kOffStaging = kOffStages + kGroups * kQStages * kSmemQ;
   static constexpr int kSmemMain = kOffStaging + kGroups * kNSplit * 4 * kSmemWarpC;
@@ -74,29 +69,6 @@ struct WgWeightOffset {
     return chunk / 8 * C::kPanelBytes + swizzle128(k, chunk % 8);
   }
 };
-
-// The weight columns of every K row, reordered within each 32-column group: output column
-// 32 i + 8 c + 2 b + e moves to position 32 i + 8 b + 2 c + e (a 4 x 4 transpose of column
-// pairs).  A wgmma accumulator thread with lane % 4 = c holds positions 8 j + 2 c + e of
-// every 8-column block j; after the transpose, blocks 4 i .. 4 i + 3 give it the eight
-// consecutive output columns 32 i + 8 c .. + 7 of each of its two rows.  Every thread
-// rewrites whole 64-byte groups of its own, so only the barriers around the pass order it.
-template <class C>
-__device__ __forceinline__ void wg_interleave_weights(u8* smem) {
-  constexpr int kGroupsPerRow = C::BN / 32;
-  for (int i = threadIdx.x; i < C::K * kGroupsPerRow; i += C::kThreads) {
-    const int k = i / kGroupsPerRow, chunk0 = i % kGroupsPerRow * 4;
-    u32 w[4][4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const uint4 v = *reinterpret_cast<const uint4*>(smem + WgWeightOffset<C>{}(k, chunk0 + c));
-      w[c][0] = v.x, w[c][1] = v.y, w[c][2] = v.z, w[c][3] = v.w;
-    }
-#pragma unroll
-    for (int b = 0; b < 4; ++b)
-      *reinterpret_cast<uint4*>(smem + WgWeightOffset<C>{}(k, chunk0 + b)) = make_uint4(w[0][b], w[1][b], w[2][b], w[3][b]);
-  }
-}
 
 // Named barrier `id` (1..15; 0 is __syncthreads) over kCount threads.
 template <int kCount>
@@ -169,10 +141,8 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
 #pragma unroll
   for (int j = 1; j < C::kQStages; ++j) load_local(j);
   cp_async_wait_pending(C::kQStages);  // this thread's weight copies have landed
-  __syncthreads();  // every thread's weights (copies and dequantised stores) have landed
-  wg_interleave_weights<C>(smem);
   fence_proxy_async();
-  __syncthreads();  // the interleaved weights are visible to wgmma
+  __syncthreads();  // every thread's weights (copies and dequantised stores) are visible to wgmma
 
   const u32 w_base = smem_addr(smem) + part * (C::kGN / 64) * C::kPanelBytes;
   float acc[C::kGN / 2];
@@ -238,43 +208,38 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     load_local(j + C::kQStages);
 
     // Outputs: the warp's 16 rows, kStageCols columns at a time through its staging
-    // buffer.  Block j's accumulators sit in acc[4 j .. 4 j + 3]: rows lane / 4 and + 8,
-    // positions 2 (lane % 4) and + 1; with the interleaved weights blocks 4 i .. 4 i + 3
-    // hold output columns 32 i + 8 (lane % 4) .. + 7 of those rows, in block order.
-    constexpr int kRuns = C::kStageCols / 32;    // 32-column groups per pass
-    constexpr int kVecs = C::kStageCols / 8;     // 8-column vectors per staged row
-    const int c8 = (lane % 4) * 8;
+    // buffer.  The accumulators of 8-column block jn sit in acc[4 jn .. 4 jn + 3]: rows
+    // lane / 4 and + 8, columns 2 (lane % 4) and + 1.
+    constexpr int kBlocks = C::kStageCols / 8;  // 8-column blocks per pass, and vectors per row
+    const int g = lane / 4, c2 = (lane % 4) * 2;
+    const int row0 = m0 + warp * 16;
 #pragma unroll
     for (int pass = 0; pass < C::kGN / C::kStageCols; ++pass) {
 #pragma unroll
-      for (int run = 0; run < kRuns; ++run) {
+      for (int jj = 0; jj < kBlocks; ++jj) {
+        const int jn = pass * kBlocks + jj;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const float* a = acc + 16 * (pass * kRuns + run) + 2 * half;
-          u8* dst = my_c + (lane / 4 + half * 8) * C::kLdC + (run * 32 + c8) * C::kOutBytes;
-          if constexpr (C::kOut == OutKind::kBf16) {
-            *reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf16x2(a[0], a[1]), pack_bf16x2(a[4], a[5]),
-                                                        pack_bf16x2(a[8], a[9]), pack_bf16x2(a[12], a[13]));
+          const int r = g + half * 8, c = jj * 8 + c2;
+          const u32 v = pack_bf16x2(acc[jn * 4 + 2 * half], acc[jn * 4 + 2 * half + 1]);
+          if (C::kOut == OutKind::kBf16) {
+            *reinterpret_cast<u32*>(my_c + r * C::kLdC + c * 2) = v;
           } else {
-            *reinterpret_cast<uint2*>(dst) = make_uint2(bf16_to_e4m3x4(a[0], a[1], a[4], a[5], inv_scale),
-                                                        bf16_to_e4m3x4(a[8], a[9], a[12], a[13], inv_scale));
+            *reinterpret_cast<u16*>(my_c + r * C::kLdC + c) = bf16x2_to_e4m3x2(v, inv_scale);
           }
         }
       }
       __syncwarp();
-      // 16 rows x kVecs vectors of 8 columns (16 bytes bf16; e4m3 8, as its strides only
-      // promise 8-byte aligned rows), a row per kVecs lanes; e4m3 lanes 8-15 take the row
-      // two below lanes 0-7 (so a 16-lane read phase spans distinct banks).
+      // 16 rows x kBlocks vectors of 8 columns (16 bytes bf16; e4m3 8, as its strides only
+      // promise 8-byte aligned rows).
 #pragma unroll
-      for (int t = 0; t < 16 * kVecs / 32; ++t) {
-        constexpr int kRowsPerStep = 32 / kVecs;
-        int r = t * kRowsPerStep + lane / kVecs;
-        if constexpr (C::kOut == OutKind::kE4m3) r = t * 4 + (lane >> 3 & 1) * 2 + (lane >> 4);
-        const int v = lane % kVecs, m = m0 + warp * 16 + r;
+      for (int t = 0; t < 16 * kBlocks / 32; ++t) {
+        const int idx = lane + t * 32, r = idx / kBlocks, v = idx % kBlocks;
+        const int m = row0 + r;
         if (m < p.m) {
           u8* out = static_cast<u8*>(p.out) +
                     (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + pass * C::kStageCols + v * 8) * C::kOutBytes;
-          if constexpr (C::kOut == OutKind::kBf16) {
+          if (C::kOut == OutKind::kBf16) {
             *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(my_c + r * C::kLdC + v * 16);
           } else {
             *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(my_c + r * C::kLdC + v * 8);

@@ -241,24 +241,6 @@ SPARK_DEVICE u16 bf16x2_to_e4m3x2(u32 v, float inv) {
 #endif
 }
 
-// Four accumulators, each rounded to bf16 first, -> four e4m3 bytes (a0 in byte 0), by
-// the rule of bf16x2_to_e4m3x2.  On sm_89+ the rounding is one conversion per value: the
-// bf16 in the high half above a zero low half is already the rounded float.
-SPARK_DEVICE u32 bf16_to_e4m3x4(float a0, float a1, float a2, float a3, float inv) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const auto rounded = [](float x) {
-    u32 r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(x), "f"(0.0f));
-    return bits_float(r);
-  };
-  const u32 lo = pack_e4m3x2(__fmul_rn(rounded(a0), inv), __fmul_rn(rounded(a1), inv));
-  const u32 hi = pack_e4m3x2(__fmul_rn(rounded(a2), inv), __fmul_rn(rounded(a3), inv));
-  return lo | (hi << 16);
-#else
-  return u32(bf16x2_to_e4m3x2(pack_bf16x2(a0, a1), inv)) | (u32(bf16x2_to_e4m3x2(pack_bf16x2(a2, a3), inv)) << 16);
-#endif
-}
-
 #endif  // __CUDACC__
 
 }  // namespace spark
