@@ -361,10 +361,6 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
       if (!mx && h > 64) return wgmma_stationary(256, 1, 2);
       if (e4m3 && (mx || h == 64)) return wgmma_stationary(128, 2, 2);
     }
-    // v11 sweep S (M = 256): 64 x 128 tiles on two groups at 32-63 heads (10-18 % faster
-    // than 64 x 256), one group of 64 x 128 per CTA from 64 heads at K = 192 (2-7 %).
-    if (h >= 32 && h < 64) return wgmma_stationary(128, 2, 2);
-    if (h >= 64 && k192) return wgmma_stationary(128, 1, 2);
     if (mx && e4m3 && (k192 || h < 64)) return wgmma_stationary(256, 2, 2, 2);
     return wgmma_stationary(256, 2, 2);
   }
