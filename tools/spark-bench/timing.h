@@ -2,8 +2,8 @@
 //   - each arm is captured ONCE as a CUDA graph that runs it for all L layers in sequence;
 //   - warm-up replays of both graphs, then a batch of timed replays with the two graphs
 //     alternated in ABBA order (A B, B A, A B, ...) so neither arm always runs first;
-//   - the whole batch is queued behind a spin kernel, so the host has enqueued it before the
-//     GPU starts and no replay waits for the CPU (checked, and retried once with a 10x longer
+//   - the whole batch is queued behind a spin kernel, so the host keeps ahead of the GPU and
+//     no replay waits for the CPU (checked per replay, and retried once with a 10x longer
 //     spin: see AlternatedTimes::host_starved);
 //   - each replay is bracketed by its own pair of cudaEvents; per-layer time = replay time / L.
 #pragma once
@@ -33,7 +33,9 @@ GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& body);
 
 struct AlternatedTimes {
   Samples a, b;
-  bool host_starved = false;  // the spin ended before the batch was queued, even after the retry
+  // Some replay's start event was reached before its graph and stop event were queued (so
+  // its time may include waiting for the host), even after the retry.
+  bool host_starved = false;
   int spin_retries = 0;
 };
 
