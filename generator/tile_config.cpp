@@ -313,21 +313,22 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
   }
   if (m_min == 33 || m_min == 65) {
     // 64 x 128 wgmma tiles below 64 heads: twice the CTAs, and for MXFP8 each dequantises
-    // half the columns.  MXFP8 keeps 32 x 128 per-tile CTAs (each dequantising only its
-    // own columns) below 32 heads at M = 33..64 (sweeps-v5, v7).  From 64 heads (v8 sweep Y):
+    // half the columns.  From 64 heads (v8 sweep Y):
     // at K = 192 one warp group of 64 x 128 per CTA (101 KB, two CTAs per SM); at K = 128
     // with bf16 weights one group per CTA too (64 x 256 at 128 heads: 106 KB, the 256 CTAs
     // in one wave), with MXFP8 64 x 256 tiles on two groups (their dequantisation wants
     // the threads), except 64 x 128 on one group at 128 heads and M <= 64 and on two
     // groups for e4m3 output.
-    // MXFP8 per-tile tiles with 64-row weight chunks (v11 sweeps Q, R): at M = 33-64
-    // 64 x 128 tiles, on eight 32 x 32 warps at 32-63 heads (1-11 % faster than the two
-    // wgmma groups), on four 64 x 32 warps at 128 heads, K = 192 (4-12 %) and at 64 heads,
-    // K = 128, bf16 output (9 %); at M = 65-128 four 32 x 32 warps at 8 heads (7-14 % with
-    // PDL, and faster than the staged path without it), and eight for e4m3 output at 9-16
-    // heads (2-11 %).
+    // MXFP8 per-tile tiles where they beat the wgmma kernel: at M = 33-64 32 x 128 tiles
+    // (each CTA dequantising only its own columns) below 32 heads (sweeps-v5, v7), and
+    // 64 x 128 tiles with 64-row weight chunks (v11 sweep Q) on eight 32 x 32 warps at
+    // 32-63 heads (1-11 % faster than the two wgmma groups), on four 64 x 32 warps at 128
+    // heads, K = 192 (4-12 %) and at 64 heads, K = 128, bf16 output (9 %); at M = 65-128
+    // (sweep R) four 32 x 32 warps at 8 heads (7-14 % with PDL, and faster than the staged
+    // path without it), and eight for e4m3 output at 9-16 heads (2-11 %).
     if (mx && m_min == 33) {
-      if (h >= 32 && h < 64) return per_tile(64, 128, 32, 32, 1, 64);
+      if (h < 32) return per_tile(32, 128, 16, 32, 2);
+      if (h < 64) return per_tile(64, 128, 32, 32, 1, 64);
       if ((h > 64 && k192) || (h == 64 && !k192 && !e4m3)) return per_tile(64, 128, 64, 32, 1, 64);
     }
     if (mx && m_min == 65) {
@@ -340,7 +341,6 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
       if (h > 64 && m_min == 33) return wgmma_stationary(128, 1, 2);
       return e4m3 ? wgmma_stationary(128, 2, 2) : wgmma_stationary(256, 2, 2);
     }
-    if (mx && m_min == 33 && h < 32) return per_tile(32, 128, 16, 32, 2);
     // bf16 weights up to 16 heads: one group per CTA (sweep Z: 1-7 % faster at M = 64-128).
     if (!mx && h <= 16) return wgmma_stationary(128, 1, 2);
     return wgmma_stationary(128, 2, m_min == 33 ? 2 : 3);
