@@ -218,13 +218,16 @@ std::vector<RegimeEntry> regime_table(std::string_view arch) {
     // From M = 33 a CTA keeps its weights in shared memory and streams q tiles past them,
     // on two warp groups of 64 x BN wgmma tiles (templates/mla_qproj_wg.cuh): BN = 128 up
     // to M = 128, 256 beyond.  tile_config() picks per head count and weight format,
-    // mma.sync tiles included (sm90a_tile).
+    // mma.sync tiles included (sm90a_tile).  Three regimes from M = 129, as narrower or
+    // one-group tiles win at M = 256-512 for some head counts and lose beyond.
     return {
         {{1, 16}, TileConfig{16, 32, 16, 16, 2, 0}},
         {{17, 32}, TileConfig{16, 64, 16, 16, 2, 0}},
         {{33, 64}, wgmma_stationary(128, 2, 2)},
         {{65, 128}, wgmma_stationary(128, 2, 3)},
-        {{129, 8192}, wgmma_stationary(256, 2, 2)},
+        {{129, 256}, wgmma_stationary(256, 2, 2)},
+        {{257, 512}, wgmma_stationary(256, 2, 2)},
+        {{513, 8192}, wgmma_stationary(256, 2, 2)},
     };
   }
   if (has_room_for_stationary(info)) {
@@ -345,7 +348,7 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
     if (!mx && h <= 16) return wgmma_stationary(128, 1, 2);
     return wgmma_stationary(128, 2, m_min == 33 ? 2 : 3);
   }
-  if (m_min == 129) {
+  if (m_min >= 129) {
     // 64 x 256 wgmma tiles; 64 x 128 below 32 heads for MXFP8 (each CTA dequantising half
     // the columns) and up to 16 heads at K = 128 for bf16 (v7: faster at M = 256 and 1024;
     // at K = 192 and at 32 heads only at M = 256, slower at 1024).  v8 (sweeps X, Y): at
@@ -355,6 +358,11 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
     // 32 heads splits each 64 x 256 tile over two warp groups (512 threads: the
     // dequantisation runs on twice the threads; 0-6 %).
     if (mx && h < 32) return wgmma_stationary(128, 2, 3);
+    // v11 sweep S: up to M = 512, 64 x 128 tiles on two groups at 32-63 heads (8-19 %
+    // faster than 64 x 256, 4-8 % slower at M = 1024); at M = 129-256 one 64 x 128 group
+    // per CTA at K = 192 from 64 heads (2-7 %; at 64 heads with bf16 weights a tie).
+    if (h >= 32 && h < 64 && m_min <= 257) return wgmma_stationary(128, 2, 2);
+    if (m_min == 129 && k192 && (h > 64 || mx)) return wgmma_stationary(128, 1, 2);
     // bf16 up to 16 heads: at K = 192 one group per CTA (sweep Z: 2-16 % faster).
     if (!mx && h <= 16) return k192 ? wgmma_stationary(128, 1, 2) : wgmma_stationary(128, 2, 2);
     if (h >= 64 && !k192) {

@@ -41,7 +41,7 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(ws.source.find("#include \"mla_qproj_ws.cuh\"") != std::string::npos);
   CHECK(ws.source.find("mla_qproj_ws<Config>") != std::string::npos);
   CHECK(ws.smem_bytes == ws.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kBf16));
-  const RenderedSource wg = render(key(32, 192, {129, 8192}, OutDtype::kE4m3));
+  const RenderedSource wg = render(key(32, 192, {513, 8192}, OutDtype::kE4m3));
   CHECK(wg.tile.wgmma);
   CHECK(wg.source.find("#include \"mla_qproj_wg.cuh\"") != std::string::npos);
   CHECK(wg.source.find("mla_qproj_wg<Config>") != std::string::npos);
@@ -49,7 +49,7 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(wg.source.find("/*NSPLIT=*/1") != std::string::npos);
   CHECK(wg.smem_bytes == wg.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kBf16));
   // MXFP8 with e4m3 output there: each 64 x 256 tile split over a team of two warp groups.
-  KernelKey split = key(32, 192, {129, 8192}, OutDtype::kE4m3);
+  KernelKey split = key(32, 192, {513, 8192}, OutDtype::kE4m3);
   split.weights = WeightFormat::kMxfp8;
   const RenderedSource sp = render(split);
   CHECK(sp.tile.nsplit == 2);

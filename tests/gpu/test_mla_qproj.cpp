@@ -36,7 +36,7 @@ using namespace spark_gpu;
 
 namespace {
 
-constexpr int kMs[] = {1, 2, 16, 17, 33, 64, 257, 1000};
+constexpr int kMs[] = {1, 2, 16, 17, 33, 64, 100, 200, 257, 1000};
 
 // ---------------------------------------------------------------------------------------
 // The main sweep: H x K x M, bf16 and e4m3 out.
@@ -118,7 +118,7 @@ void run_shape(int H, int K) {
 }  // namespace
 
 #define SPARK_SHAPE_CASE(H, K) \
-  TEST_CASE("mla_qproj bf16 weights: H=" #H " K=" #K ", M in {1,2,16,17,33,64,257,1000}, bf16 + e4m3 out") { run_shape(H, K); }
+  TEST_CASE("mla_qproj bf16 weights: H=" #H " K=" #K ", M in {1,2,16,17,33,64,100,200,257,1000}, bf16 + e4m3 out") { run_shape(H, K); }
 
 SPARK_SHAPE_CASE(1, 128)
 SPARK_SHAPE_CASE(1, 192)
@@ -128,6 +128,8 @@ SPARK_SHAPE_CASE(11, 128)
 SPARK_SHAPE_CASE(11, 192)
 SPARK_SHAPE_CASE(16, 128)
 SPARK_SHAPE_CASE(16, 192)
+SPARK_SHAPE_CASE(32, 192)
+SPARK_SHAPE_CASE(64, 192)
 SPARK_SHAPE_CASE(128, 128)
 SPARK_SHAPE_CASE(128, 192)
 

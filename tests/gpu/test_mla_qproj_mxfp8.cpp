@@ -430,9 +430,9 @@ void run_shape_mx(int H, int K, const std::vector<int>& Ms, bool padded) {
   }
 }
 
-const std::vector<int> kMsFull = {1, 2, 16, 17, 33, 64, 257, 1000};
-// H = 128 (the largest host reference) on a sparser M set: every M-regime and its edges.
-const std::vector<int> kMsH128 = {1, 16, 17, 64, 257};
+const std::vector<int> kMsFull = {1, 2, 16, 17, 33, 64, 100, 200, 257, 1000};
+// Many heads (H = 128 the largest host reference) on a sparser M set: every M-regime.
+const std::vector<int> kMsH128 = {1, 16, 17, 64, 100, 200, 257, 600};
 const std::vector<int> kMsPadded = {1, 33, 257};
 
 }  // namespace
@@ -442,16 +442,18 @@ const std::vector<int> kMsPadded = {1, 33, 257};
     run_shape_mx(H, K, MS, false);                                                                      \
   }
 
-SPARK_MX_SHAPE_CASE(1, 128, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(1, 192, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(8, 128, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(8, 192, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(11, 128, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(11, 192, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(16, 128, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(16, 192, kMsFull, "{1,2,16,17,33,64,257,1000}")
-SPARK_MX_SHAPE_CASE(128, 128, kMsH128, "{1,16,17,64,257}")
-SPARK_MX_SHAPE_CASE(128, 192, kMsH128, "{1,16,17,64,257}")
+SPARK_MX_SHAPE_CASE(1, 128, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(1, 192, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(8, 128, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(8, 192, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(11, 128, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(11, 192, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(16, 128, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(16, 192, kMsFull, "{1,2,16,17,33,64,100,200,257,1000}")
+SPARK_MX_SHAPE_CASE(32, 128, kMsH128, "{1,16,17,64,100,200,257,600}")
+SPARK_MX_SHAPE_CASE(64, 192, kMsH128, "{1,16,17,64,100,200,257,600}")
+SPARK_MX_SHAPE_CASE(128, 128, kMsH128, "{1,16,17,64,100,200,257,600}")
+SPARK_MX_SHAPE_CASE(128, 192, kMsH128, "{1,16,17,64,100,200,257,600}")
 
 TEST_CASE("mla_qproj mxfp8 weights, padded pitches (w_stride_k 528, w_scale_stride_k 20, offset views): H=11, "
           "K in {128,192}, M in {1,33,257}") {
