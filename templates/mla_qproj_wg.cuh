@@ -16,10 +16,6 @@
 #include "mla_qproj_ws.cuh"
 #include "wgmma_sm90.cuh"
 
-#ifndef SPARK_WG_HALVES
-#define SPARK_WG_HALVES 1
-#endif
-
 namespace spark {
 
 template <int K_, int N_, int R_, int BN_, int GROUPS_, int QSTAGES_, int OUT_, int WEIGHTS_, int NSPLIT_>
@@ -54,10 +50,6 @@ struct MlaQprojWgConfig {
   static constexpr int kOffRaw = kOffStages + kGroups * kSmemQ;
   // Plus 1 KB so the layout can start at the next 1024-byte boundary of the window.
   static constexpr int kSmemBytes = (kSmemMain > kOffRaw + kSmemRaw ? kSmemMain : kOffRaw + kSmemRaw) + 1024;
-  // A 64 x 256 warp-group tile is multiplied as two 64 x 128 halves, each committed on its
-  // own, so the first half's outputs are stored while the second half's MMAs run.
-  static constexpr bool kHalves = kGN == 256 && SPARK_WG_HALVES;
-  static constexpr int kHalfN = kHalves ? kGN / 2 : kGN;
   static constexpr int kWChunks = 4;
   static constexpr int kWChunkRows = K / kWChunks;
 
@@ -153,12 +145,9 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   __syncthreads();  // every thread's weights (copies and dequantised stores) are visible to wgmma
 
   const u32 w_base = smem_addr(smem) + part * (C::kGN / 64) * C::kPanelBytes;
-  constexpr int kHalfRegs = C::kHalfN / 2;
-  float acc[C::kHalves ? 2 : 1][kHalfRegs];
+  float acc[C::kGN / 2];
 #pragma unroll
-  for (int h = 0; h < (C::kHalves ? 2 : 1); ++h)
-#pragma unroll
-    for (int i = 0; i < kHalfRegs; ++i) acc[h][i] = 0.0f;
+  for (int i = 0; i < C::kGN / 2; ++i) acc[i] = 0.0f;
   u8* my_c = smem + C::kOffStaging + (threadIdx.x / 32) * C::kSmemWarpC;
   const int n_warp = u.n0 + part * C::kGN;  // the warp's first output column
 
@@ -198,15 +187,12 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     const u32 a_base = smem_addr(stage);
     wgmma_fence();
 #pragma unroll
-    for (int h = 0; h < (C::kHalves ? 2 : 1); ++h) {
-#pragma unroll
-      for (int s = 0; s < C::K / 16; ++s) {
-        const u64 da = wgmma_desc(a_base + s / 4 * (C::BM * 128) + s % 4 * 32, 16, 1024);
-        const u64 db = wgmma_desc(w_base + h * (C::kHalfN / 64) * C::kPanelBytes + s * 16 * 128, C::kPanelBytes, 1024);
-        wgmma_bf16<C::kHalfN>(acc[h], da, db, s > 0 ? 1 : 0);
-      }
-      wgmma_commit();
+    for (int s = 0; s < C::K / 16; ++s) {
+      const u64 da = wgmma_desc(a_base + s / 4 * (C::BM * 128) + s % 4 * 32, 16, 1024);
+      const u64 db = wgmma_desc(w_base + s * 16 * 128, C::kPanelBytes, 1024);
+      wgmma_bf16<C::kGN>(acc, da, db, s > 0 ? 1 : 0);
     }
+    wgmma_commit();
 
     // While the MMAs run: this tile's RoPE rows out, the next tile's requested.
 #pragma unroll
@@ -216,36 +202,26 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     }
     load_rope(j + 1);
 
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    named_barrier<C::kTeamThreads>(1 + team);  // the whole team's MMAs have read the stage
+    load_local(j + C::kQStages);
+
     // Outputs: the warp's 16 rows, kStageCols columns at a time through its staging
     // buffer.  The accumulators of 8-column block jn sit in acc[4 jn .. 4 jn + 3]: rows
     // lane / 4 and + 8, columns 2 (lane % 4) and + 1.
     constexpr int kBlocks = C::kStageCols / 8;  // 8-column blocks per pass, and vectors per row
-    constexpr int kHalfPasses = C::kHalfN / C::kStageCols;
     const int g = lane / 4, c2 = (lane % 4) * 2;
     const int row0 = m0 + warp * 16;
 #pragma unroll
     for (int pass = 0; pass < C::kGN / C::kStageCols; ++pass) {
-      const int h = pass / kHalfPasses;
-      if (pass == 0) {
-        // The first half's MMAs are done (the second's may still run).
-        wgmma_wait<C::kHalves ? 1 : 0>();
-        wgmma_fence_regs(acc[0]);
-      }
-      if (pass == C::kGN / C::kStageCols - kHalfPasses) {
-        if constexpr (C::kHalves) {
-          wgmma_wait<0>();
-          wgmma_fence_regs(acc[1]);
-        }
-        named_barrier<C::kTeamThreads>(1 + team);  // the whole team's MMAs have read the stage
-        load_local(j + C::kQStages);
-      }
 #pragma unroll
       for (int jj = 0; jj < kBlocks; ++jj) {
-        const int jn = pass % kHalfPasses * kBlocks + jj;
+        const int jn = pass * kBlocks + jj;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int r = g + half * 8, c = jj * 8 + c2;
-          const u32 v = pack_bf16x2(acc[h][jn * 4 + 2 * half], acc[h][jn * 4 + 2 * half + 1]);
+          const u32 v = pack_bf16x2(acc[jn * 4 + 2 * half], acc[jn * 4 + 2 * half + 1]);
           if (C::kOut == OutKind::kBf16) {
             *reinterpret_cast<u32*>(my_c + r * C::kLdC + c * 2) = v;
           } else {
