@@ -61,8 +61,10 @@ RenderedSource render(const KernelKey& key) {
         "\n"
         "using Config = spark::MlaQprojConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BM=*/{}, /*BN=*/{},\n"
         "                                     /*WM=*/{}, /*WN=*/{}, /*KSPLIT=*/{}, /*OUT=*/{},\n"
-        "                                     /*WEIGHTS=*/{}, /*STAGES=*/{}, /*KCHUNK=*/{}, /*RING=*/{}>;\n",
-        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages, t.kchunk, t.ring);
+        "                                     /*WEIGHTS=*/{}, /*STAGES=*/{}, /*KCHUNK=*/{}, /*RING=*/{},\n"
+        "                                     /*FLAT_COPIES=*/{}>;\n",
+        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages, t.kchunk, t.ring,
+        t.flat_copies ? 1 : 0);
   }
   const std::string min_blocks = t.min_blocks > 0 ? fmt::format(", {}", t.min_blocks) : "";
   r.source = fmt::format(

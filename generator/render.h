@@ -10,7 +10,7 @@
 namespace spark {
 
 // Bumped whenever the generator's output for some key changes meaning.
-inline constexpr int kGeneratorVersion = 11;
+inline constexpr int kGeneratorVersion = 12;
 inline constexpr const char* kKernelEntryName = "spark_mla_qproj";
 
 struct RenderedSource {

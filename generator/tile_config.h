@@ -40,6 +40,7 @@ struct TileConfig {
   int nsplit = 1;        // wgmma: warp groups per team, splitting BN
   int kchunk = 0;        // per-tile: weight rows per K chunk, each waited for on its own (0: the whole K)
   int ring = 1;          // ... and ring slots the chunks stream through (bf16; MXFP8: every chunk)
+  bool flat_copies = false;  // per-tile: bf16 weight copies by a flat index loop, not row steps
   // __launch_bounds__ minimum CTAs per SM, which caps registers per thread: 2 keeps room
   // for two CTAs, 1 lets one CTA alone use them all, 0 leaves the choice to ptxas.
   // tile_config() fills it in where a table left -1.

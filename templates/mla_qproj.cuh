@@ -76,9 +76,11 @@ enum class WeightKind { kBf16 = 0, kMxfp8 = 1 };
 // RING / (K / KCHUNK) of its weight bytes in shared memory and more CTAs fit on an SM;
 // MXFP8 chunks keep their own rows (RING = K / KCHUNK).  KCHUNK = 0: the whole K at once.
 template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int KSPLIT_, int OUT_, int WEIGHTS_,
-          int STAGES_, int KCHUNK_ = 0, int RING_ = 1>
+          int STAGES_, int KCHUNK_ = 0, int RING_ = 1, int FLAT_COPIES_ = 0>
 struct MlaQprojConfig {
   static constexpr int K = K_, N = N_, R = R_;
+  // bf16 weight copies by one flat index loop rather than row steps (copy_rows_async_to).
+  static constexpr bool kFlatCopies = FLAT_COPIES_ != 0;
   static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, KSPLIT = KSPLIT_, kStages = STAGES_;
   static constexpr int KC = KCHUNK_ == 0 ? K : KCHUNK_;
   static constexpr int kChunks = K / KC, kRing = KCHUNK_ == 0 ? 1 : RING_;
@@ -140,11 +142,12 @@ __device__ __forceinline__ Tile tile_at(int t, int tiles_m) {
 // Rows 0 .. rows-1 of kVecs 16-byte vectors each, from src (src_stride bytes apart) to
 // dst + dst_offset(row, vector), with 16-byte cp.async by threads tid = 0 .. kThreads-1;
 // rows >= valid_rows are zero-filled without being read (their source is `fallback`).
-template <int kVecs, int kThreads, class DstOffset>
+// kStep = false takes the flat index loop even where threads could step whole rows.
+template <int kVecs, int kThreads, bool kStep = true, class DstOffset>
 __device__ __forceinline__ void copy_rows_async_to(u8* dst, DstOffset dst_offset, const u8* src,
                                                    long long src_stride, int rows, int valid_rows,
                                                    const void* fallback, int tid) {
-  if constexpr (kThreads % kVecs == 0) {
+  if constexpr (kStep && kThreads % kVecs == 0) {
     // A thread keeps one vector column and steps kRowStep rows at a time: its source
     // advances by a constant, with no division or 64-bit multiply per copy.  `rows` is a
     // constant at every call, so the passes unroll.
@@ -195,7 +198,7 @@ __device__ __forceinline__ void load_scale_words(const MlaQprojParams& p, u32* s
 // Bs + b_offset(k, chunk) (16-byte chunks), or MXFP8 raw bytes into the rows of the same
 // index of raw (kLdRaw bytes per row) and, unless with_scales is false, the rows' scale
 // words (load_scale_words).
-template <int BN, int kLdRaw, int kScaleWords, bool kMx, int kThreads, class BOffset>
+template <int BN, int kLdRaw, int kScaleWords, bool kMx, int kThreads, bool kStep = true, class BOffset>
 __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs, BOffset b_offset, u8* raw,
                                                  u32* scale_words, int h, int n0, int k_begin, int k_end,
                                                  bool with_scales = true) {
@@ -206,7 +209,7 @@ __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs
     if (with_scales) load_scale_words<kScaleWords, kThreads>(p, scale_words, h, n0, k_begin, k_end);
   } else {
     const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
-    copy_rows_async_to<BN * 2 / 16, kThreads>(
+    copy_rows_async_to<BN * 2 / 16, kThreads, kStep>(
         Bs, [&](int r, int c) { return b_offset(k_begin + r, c); }, reinterpret_cast<const u8*>(wh),
         p.w_stride_k * 2, rows, rows, p.w, threadIdx.x);
   }
@@ -220,9 +223,9 @@ __device__ __forceinline__ void load_weight_chunk(const MlaQprojParams& p, u8* s
   u8* raw = stage + C::kSmemA + C::kSmemB;
   u32* scale_words = reinterpret_cast<u32*>(raw + C::kSmemRaw);
   const auto b_offset = [](int k, int chunk) { return typename C::BLayout{}(k % C::KC, chunk); };
-  load_weight_rows<C::BN, C::kLdRaw, 1, C::kMx, C::kThreads>(p, stage + C::kSmemA + c % C::kRing * C::kSmemSlot,
-                                                             b_offset, raw, scale_words, t.h, t.n0, c * C::KC,
-                                                             (c + 1) * C::KC, false);
+  load_weight_rows<C::BN, C::kLdRaw, 1, C::kMx, C::kThreads, !C::kFlatCopies>(
+      p, stage + C::kSmemA + c % C::kRing * C::kSmemSlot, b_offset, raw, scale_words, t.h, t.n0, c * C::KC,
+      (c + 1) * C::KC, false);
   if (C::kMx && c == 0) load_scale_words<1, C::kThreads>(p, scale_words, t.h, t.n0, 0, C::K);
 }
 

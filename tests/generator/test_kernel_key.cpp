@@ -141,6 +141,8 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-100:16x32x16x16x1"), Error);          // must end at 8192
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x48x16x16x1"), Error);         // 512 % 48
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x32"), Error);
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x32x16x16x1:junk"), Error);    // trailing text
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x32x16x16x1x1y"), Error);
   // Weight-stationary items.
   const auto w = parse_regime_table("1-16:16x32x16x16x2,17-8192:ws:64x256x32x64x3");
   REQUIRE(w.size() == 2);
@@ -193,6 +195,17 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1:k64x0"), Error);    // no slot
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1x2:k64x2"), Error);  // persistent + ring
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1:k64"), Error);
+  // ... and bf16 weight copies by a flat index loop: ":flat", last.
+  const auto f = parse_regime_table("1-16:16x128x16x32x1:k32x4:flat,17-8192:32x64x16x32x1:flat");
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].tile.flat_copies);
+  CHECK(f[0].tile.kchunk == 32);
+  CHECK(f[1].tile.flat_copies);
+  CHECK(f[1].tile.kchunk == 0);
+  CHECK(f[0].tile.describe().find("COPIES=flat") != std::string::npos);
+  CHECK_FALSE(r[0].tile.flat_copies);
+  CHECK_THROWS_AS(parse_regime_table("1-8192:16x128x16x32x1:flat:k32x4"), Error);  // ":flat" goes last
+  CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x2x2:flat"), Error);            // per-tile only
 }
 
 TEST_CASE("per-shape tiles fit every arch's shared memory and differ where tuned") {

@@ -56,6 +56,11 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(sp.threads == 512);
   CHECK(sp.source.find("/*NSPLIT=*/2") != std::string::npos);
   CHECK(sp.smem_bytes == sp.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kMxfp8));
+  // Decode at 64 heads and K = 128 copies its bf16 weights by a flat index loop.
+  const RenderedSource flat = render(key(64, 128, {1, 16}, OutDtype::kBf16));
+  CHECK(flat.tile.flat_copies);
+  CHECK(flat.source.find("/*FLAT_COPIES=*/1") != std::string::npos);
+  CHECK(render(key(128, 128, {1, 16}, OutDtype::kBf16)).source.find("/*FLAT_COPIES=*/0") != std::string::npos);
   const RenderedSource b100 = render(key(8, 192, {129, 8192}, OutDtype::kE4m3, "sm_100a"));
   CHECK(b100.tile.stationary);
   CHECK_FALSE(b100.tile.wgmma);
