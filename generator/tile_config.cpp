@@ -345,15 +345,18 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
     // in one wave), with MXFP8 64 x 256 tiles on two groups (their dequantisation wants
     // the threads), except 64 x 128 on one group at 128 heads and M <= 64 and on two
     // groups for e4m3 output.
-    // MXFP8 per-tile tiles where they beat the wgmma kernel: at M = 33-64 32 x 128 tiles
-    // (each CTA dequantising only its own columns) below 32 heads (sweeps-v5, v7), and
+    // MXFP8 per-tile tiles where they beat the wgmma kernel: at M = 33-64 (each CTA
+    // dequantising only its own columns) 32 x 64 tiles at 8 heads and 32 x 128 tiles on
+    // four warps with 64-row chunks at 9-31 heads (v12 sweep A: 9-17 % faster than eight
+    // 16 x 32 warps at 8-16 heads, with PDL and without), and
     // 64 x 128 tiles with 64-row weight chunks (v11 sweep Q) on eight 32 x 32 warps at
     // 32-63 heads (1-11 % faster than the two wgmma groups), on four 64 x 32 warps at 128
     // heads, K = 192 (4-12 %) and at 64 heads, K = 128, bf16 output (9 %); at M = 65-128
     // (sweep R) four 32 x 32 warps at 8 heads (7-14 % with PDL, and faster than the staged
     // path without it), and eight for e4m3 output at 9-16 heads (2-11 %).
     if (mx && m_min == 33) {
-      if (h < 32) return per_tile(32, 128, 16, 32, 2);
+      if (h <= 8) return per_tile(32, 64, 16, 32, 2);
+      if (h < 32) return per_tile(32, 128, 32, 32, 1, 64);
       if (h < 64) return per_tile(64, 128, 32, 32, 1, 64);
       if ((h > 64 && k192) || (h == 64 && !k192 && !e4m3)) return per_tile(64, 128, 64, 32, 1, 64);
     }
