@@ -1,7 +1,7 @@
 // DRAM bandwidth of a mixed stream of reads and writes, by the fraction of its bytes that are
-// writes: 0 (read only), 0.5 (a copy), up to 1 (write only).  The wgmma kernel's large-M rows
-// write 45-65 % of their bytes (H = 128, K = 192, M = 1024 with bf16 output: 62 %), so this says
-// how far the copy ceiling spark-bench measures is reachable at that mix.
+// writes: 0 (read only), 0.5 (a copy), up to 1 (write only).  spark's rows at M >= 256 write
+// 45-65 % of their bytes (H = 128, K = 192, M = 1024 with bf16 output: 62 %), so this says how
+// far the copy ceiling spark-bench measures (cudaMemcpy) is reachable at those mixes.
 // One resident grid of eight 256-thread CTAs per SM; CTA b writes when b % 16 < 16 x the
 // fraction, else reads, each side streaming its own buffer, four 16-byte plain loads or
 // stores per thread per step.  "/ copy" divides by cudaMemcpy's device-to-device rate (bytes
