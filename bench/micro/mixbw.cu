@@ -9,6 +9,7 @@
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90a mixbw.cu -o mixbw && ./mixbw
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -18,7 +19,7 @@
     cudaError_t e_ = (x);                                                               \
     if (e_ != cudaSuccess) {                                                            \
       std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                     \
-      return 1;                                                                         \
+      std::exit(1);                                                                     \
     }                                                                                   \
   } while (0)
 
@@ -65,6 +66,29 @@ __global__ void __launch_bounds__(kThreads) copy(const uint4* src, uint4* dst, s
   }
 }
 
+// TB/s of `bytes` moved by launch(): the median of 25 timed runs after two untimed ones.
+template <class Launch>
+double rate_tbps(size_t bytes, Launch launch) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int rep = 0; rep < 27; ++rep) {
+    CHECK_CUDA(cudaEventRecord(a));
+    launch();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    CHECK_CUDA(cudaGetLastError());
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
+    if (rep >= 2) ms.push_back(t);
+  }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return bytes / (ms[ms.size() / 2] * 1e-3) / 1e12;
+}
+
 int main() {
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -78,63 +102,25 @@ int main() {
   CHECK_CUDA(cudaMalloc(&sink, 4));
   CHECK_CUDA(cudaMemset(src, 1, total));
   CHECK_CUDA(cudaMemset(dst, 0, total));
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
   const int grid = sms * 8 / kSlots * kSlots;  // eight CTAs per SM, whole groups of kSlots
   std::printf("%s, %d SMs, %d CTAs of %d threads, %zu MiB per launch, median of 25\n", prop.name, sms, grid,
               kThreads, total >> 20);
-  std::vector<float> copy_ms;
-  for (int rep = 0; rep < 27; ++rep) {
-    CHECK_CUDA(cudaEventRecord(a));
-    CHECK_CUDA(cudaMemcpyAsync(dst, src, total / 2, cudaMemcpyDeviceToDevice));
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    if (rep >= 2) copy_ms.push_back(t);
-  }
-  std::sort(copy_ms.begin(), copy_ms.end());
-  const double copy_tbps = total / (copy_ms[copy_ms.size() / 2] * 1e-3) / 1e12;
+  const double copy_tbps =
+      rate_tbps(total, [&] { CHECK_CUDA(cudaMemcpyAsync(dst, src, total / 2, cudaMemcpyDeviceToDevice)); });
   std::printf("cudaMemcpy device to device: %.2f TB/s\n", copy_tbps);
   for (int per_sm : {2, 4, 8}) {
-    std::vector<float> kms;
-    for (int rep = 0; rep < 27; ++rep) {
-      CHECK_CUDA(cudaEventRecord(a));
-      copy<<<sms * per_sm, kThreads>>>(src, dst, total / 2 / 16);
-      CHECK_CUDA(cudaEventRecord(b));
-      CHECK_CUDA(cudaEventSynchronize(b));
-      float t = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-      if (rep >= 2) kms.push_back(t);
-    }
-    std::sort(kms.begin(), kms.end());
-    const double tbps = total / (kms[kms.size() / 2] * 1e-3) / 1e12;
+    const double tbps = rate_tbps(total, [&] { copy<<<sms * per_sm, kThreads>>>(src, dst, total / 2 / 16); });
     std::printf("copy kernel, %d CTAs per SM: %.2f TB/s (%.3f of cudaMemcpy)\n", per_sm, tbps, tbps / copy_tbps);
   }
   std::printf("writes  writer CTAs  TB/s   / copy\n");
-  std::vector<double> rates;
   for (int writers = 0; writers <= kSlots; ++writers) {
     const double fraction = double(writers) / kSlots;
     const size_t write_bytes = static_cast<size_t>(fraction * total) / 4096 * 4096;
     const size_t read_bytes = total - write_bytes;
-    std::vector<float> ms;
-    for (int rep = 0; rep < 27; ++rep) {
-      CHECK_CUDA(cudaEventRecord(a));
+    const double tbps = rate_tbps(total, [&] {
       mixed<<<grid, kThreads>>>(src, read_bytes / 16, dst, write_bytes / 16, writers, sink);
-      CHECK_CUDA(cudaEventRecord(b));
-      CHECK_CUDA(cudaEventSynchronize(b));
-      float t = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-      if (rep >= 2) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double tbps = total / (ms[ms.size() / 2] * 1e-3) / 1e12;
-    rates.push_back(tbps);
+    });
+    std::printf("%5.3f  %11d  %5.2f  %5.3f\n", fraction, writers, tbps, tbps / copy_tbps);
   }
-  for (int writers = 0; writers <= kSlots; ++writers)
-    std::printf("%5.3f  %11d  %5.2f  %5.3f\n", double(writers) / kSlots, writers, rates[writers],
-                rates[writers] / copy_tbps);
-  CHECK_CUDA(cudaGetLastError());
   return 0;
 }
