@@ -312,8 +312,9 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
     if (k192) return per_tile(16, 64, 16, 32, 2, 64);
     if (h > 64) return per_tile(16, 128, 16, 32, 2, 32, 2);
     if (h == 64) {
-      // The flat copy loop: 7-9 % faster here (v12 sweep D), 3-6 % slower at 8-16 heads,
-      // and at 128 heads its registers cost a CTA per SM.
+      // The flat copy loop: 6-8 % faster here with PDL, 3-7 % slower without (v12 sweeps
+      // D, F and the 085367c grid); 3-6 % slower at 8-16 heads, and at 128 heads its
+      // registers cost a CTA per SM.
       TileConfig t = per_tile(16, 128, 16, 32, 1, 32);
       t.flat_copies = true;
       return t;
@@ -347,7 +348,7 @@ std::optional<TileConfig> sm90a_tile(const KernelKey& key) {
     // groups for e4m3 output.
     // MXFP8 per-tile tiles where they beat the wgmma kernel: at M = 33-64 (each CTA
     // dequantising only its own columns) 32 x 64 tiles at 8 heads and 32 x 128 tiles on
-    // four warps with 64-row chunks at 9-31 heads (v12 sweep A: 9-17 % faster than eight
+    // four warps with 64-row chunks at 9-31 heads (v12 sweep MA: 9-17 % faster than eight
     // 16 x 32 warps at 8-16 heads, with PDL and without), and
     // 64 x 128 tiles with 64-row weight chunks (v11 sweep Q) on eight 32 x 32 warps at
     // 32-63 heads (1-11 % faster than the two wgmma groups), on four 64 x 32 warps at 128
