@@ -39,6 +39,10 @@
 #define SPARK_SKIP_CODE 77
 #endif
 
+// The text of a comma-separated list macro, for test names that show the list a case runs.
+#define SPARK_TEST_STR_(...) #__VA_ARGS__
+#define SPARK_TEST_STR(...) SPARK_TEST_STR_(__VA_ARGS__)
+
 namespace spark_gpu {
 
 // ---------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ using namespace spark_gpu;
 
 namespace {
 
-constexpr int kMs[] = {1, 2, 16, 17, 33, 64, 100, 200, 257, 1000};
+#define SPARK_MS_LIST 1, 2, 16, 17, 33, 64, 100, 200, 257, 1000
+constexpr int kMs[] = {SPARK_MS_LIST};
 
 // ---------------------------------------------------------------------------------------
 // The main sweep: H x K x M, bf16 and e4m3 out.
@@ -117,8 +118,10 @@ void run_shape(int H, int K) {
 
 }  // namespace
 
-#define SPARK_SHAPE_CASE(H, K) \
-  TEST_CASE("mla_qproj bf16 weights: H=" #H " K=" #K ", M in {1,2,16,17,33,64,100,200,257,1000}, bf16 + e4m3 out") { run_shape(H, K); }
+#define SPARK_SHAPE_CASE(H, K)                                                                                \
+  TEST_CASE("mla_qproj bf16 weights: H=" #H " K=" #K ", M in {" SPARK_TEST_STR(SPARK_MS_LIST) "}, bf16 + e4m3 out") { \
+    run_shape(H, K);                                                                                          \
+  }
 
 SPARK_SHAPE_CASE(1, 128)
 SPARK_SHAPE_CASE(1, 192)
