@@ -90,6 +90,11 @@ std::optional<CachedKernel> KernelCache::read_verified(const CacheId& id, std::s
     return CachedKernel{dir, std::move(*c.manifest), std::move(c.cubin)};
   }
   if (c.missing) return std::nullopt;  // evicted between the existence check and the read
+  if (c.unreadable) {
+    log().warn("cannot read cache entry {} ({}); leaving it in place and building without it", dir.string(),
+               c.problem);
+    return std::nullopt;
+  }
   log().warn("cache entry {} is corrupt ({}); moving it aside and rebuilding", dir.string(), c.problem);
   if (corruption) *corruption = c.problem;
   move_aside(id.name);

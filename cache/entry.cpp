@@ -1,8 +1,10 @@
 #include "cache/entry.h"
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -51,12 +53,24 @@ EntryCheck check_entry_bytes(std::string_view name, const std::string& manifest_
 
 EntryCheck check_entry(const fs::path& dir, std::string_view expected_hash) {
   EntryCheck c;
-  try {
-    const std::string manifest = read_file(dir / kManifestFile);
-    c = check_entry_bytes(dir.filename().string(), manifest, read_file(dir / kCubinFile),
-                          read_file(dir / kSourceFile), expected_hash);
-  } catch (const Error& e) {
-    c.problem = e.what();
+  std::string bytes[3];
+  const char* const names[3] = {kManifestFile, kCubinFile, kSourceFile};
+  for (int i = 0; i < 3 && c.problem.empty(); ++i) {
+    const int err = try_read_file(dir / names[i], bytes[i]);
+    if (err == 0) continue;
+    // A published entry lacking a file (or holding something unreadable in its place) is
+    // damaged; these say nothing about the bytes: the process or the system is out of file
+    // descriptors or memory, the device failed, or permissions forbid the read.
+    c.unreadable = err == EMFILE || err == ENFILE || err == ENOMEM || err == EIO || err == EACCES ||
+                   err == EPERM || err == EAGAIN || err == ESTALE;
+    c.problem = fmt::format("cannot read {}: {}", (dir / names[i]).string(), std::strerror(err));
+  }
+  if (c.problem.empty()) {
+    try {
+      c = check_entry_bytes(dir.filename().string(), bytes[0], std::move(bytes[1]), bytes[2], expected_hash);
+    } catch (const Error& e) {
+      c.problem = e.what();
+    }
   }
   std::error_code ec;
   if (!c.ok() && !fs::exists(dir, ec)) c.missing = true;

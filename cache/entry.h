@@ -30,6 +30,7 @@ struct EntryCheck {
   std::string cubin;                 // the verified bytes, when ok
   std::string problem;               // empty when the entry is sound
   bool missing = false;              // the directory is gone (evicted meanwhile): a miss, not corruption
+  bool unreadable = false;           // a file could not be read (EMFILE, EIO, EACCES...): not corruption
   bool ok() const { return problem.empty() && !missing; }
 };
 

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "generator/tile_config.h"
 
@@ -11,9 +12,9 @@ namespace spark {
 
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> kPresets = {
-      {"glm5", 192, 64},
-      {"deepseek-v3", 128, 128},
-      {"kimi-k2", 128, 64},
+      {"glm5", 192, 64, {6, 0}},
+      {"deepseek-v3", 128, 128, {0}},
+      {"kimi-k2", 128, 64, {0}},
   };
   return kPresets;
 }
@@ -21,10 +22,20 @@ const std::vector<ModelPreset>& model_presets() {
 PrewarmSpec preset_spec(std::string_view model, int tp) {
   for (const ModelPreset& p : model_presets()) {
     if (p.name != model) continue;
-    SPARK_CHECK(tp >= 1 && p.total_heads % tp == 0, SPARK_ERROR_INVALID_ARGUMENT,
-                "argument 'tp': {} does not divide {}'s {} heads", tp, model, p.total_heads);
+    bool padded = false;
+    std::string sizes;  // the valid sizes, for the message
+    for (int t = 1; t <= p.total_heads; ++t) {
+      bool listed = false;
+      for (int i = 0; i < 4 && p.padded_tp[i] != 0; ++i) listed = listed || p.padded_tp[i] == t;
+      if (p.total_heads % t != 0 && !listed) continue;
+      sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", t);
+      if (t == tp) padded = listed;
+    }
+    SPARK_CHECK(tp >= 1 && tp <= p.total_heads && (p.total_heads % tp == 0 || padded), SPARK_ERROR_INVALID_ARGUMENT,
+                "argument 'tp': {} is not a tensor-parallel size of {} ({} heads; sizes: {})", tp, model,
+                p.total_heads, sizes);
     PrewarmSpec s;
-    s.heads = {p.total_heads / tp};
+    s.heads = {(p.total_heads + tp - 1) / tp};
     s.nope_dims = {p.nope_dim};
     return s;
   }
@@ -36,6 +47,13 @@ PrewarmSpec preset_spec(std::string_view model, int tp) {
 std::vector<KernelKey> expand(const PrewarmSpec& spec) {
   SPARK_CHECK(spec.max_m >= 1 && spec.max_m <= 8192, SPARK_ERROR_INVALID_ARGUMENT,
               "argument 'max_m': {} is outside 1..8192", spec.max_m);
+  SPARK_CHECK(!spec.heads.empty() && !spec.nope_dims.empty() && !spec.weights.empty() && !spec.outs.empty(),
+              SPARK_ERROR_INVALID_ARGUMENT, "arguments 'heads', 'nope_dim', 'weights' and 'out' must not be empty");
+  for (int h : spec.heads)
+    SPARK_CHECK(h >= 1 && h <= 128, SPARK_ERROR_INVALID_ARGUMENT, "argument 'heads': {} is outside 1..128", h);
+  for (int k : spec.nope_dims)
+    SPARK_CHECK(k == 128 || k == 192, SPARK_ERROR_INVALID_ARGUMENT,
+                "argument 'nope_dim': {} is not supported (128 or 192)", k);
   std::vector<KernelKey> keys;
   for (int h : spec.heads)
     for (int k : spec.nope_dims)
@@ -68,10 +86,14 @@ std::vector<PrewarmResult> prewarm(KernelStore& store, const std::vector<KernelK
       r.key = keys[i];
       try {
         const BuiltKernel k = store.get(keys[i]);
-        r.ok = true;
         r.source = k.source;
         r.ms = k.ms;
         r.resources = k.manifest.resources;
+        r.dir = k.dir;
+        r.ok = k.source != BuildSource::kCompiledInMemory;
+        if (!r.ok)
+          r.error = fmt::format("compiled, but not cached: the cache at {} cannot be written",
+                                store.cache().root().string());
       } catch (const Error& e) {
         r.error = e.what();
       } catch (const std::exception& e) {
@@ -87,6 +109,17 @@ std::vector<PrewarmResult> prewarm(KernelStore& store, const std::vector<KernelK
   for (int t = 1; t < n; ++t) threads.emplace_back(worker);
   worker();
   for (auto& t : threads) t.join();
+  // A cache capped below the kernels' total size evicts some of them as the later ones are
+  // published: a prewarm that leaves them out has not done its job.
+  std::error_code ec;
+  for (PrewarmResult& r : results) {
+    if (!r.ok || std::filesystem::is_directory(r.dir, ec)) continue;
+    r.ok = false;
+    r.failed_after_report = true;
+    r.error = fmt::format("built, but no longer in the cache (evicted: is SPARK_CACHE_MAX_BYTES = {} below the "
+                          "kernels' total size?)",
+                          env_string("SPARK_CACHE_MAX_BYTES").value_or("unset"));
+  }
   return results;
 }
 

@@ -25,10 +25,13 @@ struct ModelPreset {
   std::string_view name;
   int nope_dim;
   int total_heads;
+  // Tensor-parallel sizes that do not divide the heads but are deployed with the heads
+  // padded to a multiple (GLM-5 at TP 6: 11 heads per rank); 0 ends the list.
+  int padded_tp[4];
 };
 const std::vector<ModelPreset>& model_presets();
-// Heads per rank = total / tp; throws INVALID_ARGUMENT for an unknown model or a tp that
-// does not divide the heads.
+// Heads per rank: total / tp where tp divides the heads, ceil(total / tp) for the preset's
+// padded sizes; throws INVALID_ARGUMENT for an unknown model or any other tp.
 PrewarmSpec preset_spec(std::string_view model, int tp);
 
 // Every kernel key the spec needs: shapes x formats x dtypes x regimes up to max_m.
@@ -36,14 +39,19 @@ std::vector<KernelKey> expand(const PrewarmSpec& spec);
 
 struct PrewarmResult {
   KernelKey key;
+  // False also for a kernel that compiled but is not in the cache when the prewarm ends
+  // (the cache could not be written, or SPARK_CACHE_MAX_BYTES evicted it).
   bool ok = false;
+  bool failed_after_report = false;  // found missing after on_done reported it built
   BuildSource source = BuildSource::kCacheHit;
   double ms = 0;
   std::string error;
   KernelResources resources;
+  std::filesystem::path dir;  // the cache entry
 };
 
 // Builds every key with `jobs` threads; on_done is called (serialised) as each finishes.
+// Then checks that every built kernel is still in the cache.
 std::vector<PrewarmResult> prewarm(KernelStore& store, const std::vector<KernelKey>& keys, int jobs,
                                    const std::function<void(const PrewarmResult&, size_t done)>& on_done = {});
 

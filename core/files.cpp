@@ -10,10 +10,10 @@
 
 namespace spark {
 
-std::string read_file(const std::filesystem::path& path) {
+int try_read_file(const std::filesystem::path& path, std::string& out) {
+  out.clear();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  SPARK_CHECK(fd >= 0, SPARK_ERROR_CACHE, "cannot open {}: {}", path.string(), std::strerror(errno));
-  std::string out;
+  if (fd < 0) return errno;
   char buf[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
@@ -21,12 +21,19 @@ std::string read_file(const std::filesystem::path& path) {
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      SPARK_FAIL(SPARK_ERROR_CACHE, "cannot read {}: {}", path.string(), std::strerror(err));
+      return err;
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
+  return 0;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::string out;
+  const int err = try_read_file(path, out);
+  SPARK_CHECK(err == 0, SPARK_ERROR_CACHE, "cannot read {}: {}", path.string(), std::strerror(err));
   return out;
 }
 

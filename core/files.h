@@ -8,6 +8,8 @@
 namespace spark {
 
 std::string read_file(const std::filesystem::path& path);
+// The same without throwing: 0 with the bytes in `out`, or the errno of the failed open or read.
+int try_read_file(const std::filesystem::path& path, std::string& out);
 // Writes a file (created or truncated).
 void write_file(const std::filesystem::path& path, std::string_view bytes);
 // Writes and fsyncs a file (created or truncated).

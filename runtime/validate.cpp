@@ -24,6 +24,21 @@ void check_stride(int64_t stride, const char* name, int64_t multiple, int64_t mi
                   min_rule, stride);
 }
 
+// out's rows (m, h), each `row` elements at m * stride_m + h * stride_h, are disjoint when
+// the dimension with the larger stride steps past the whole extent of the other (with equal
+// strides, m is taken as the outer one).  Two CTAs writing the same bytes would race.
+void check_rows_disjoint(int64_t m, int64_t stride_m, int64_t h, int64_t stride_h, int64_t row) {
+  if (m == 1 || h == 1) return;  // one row per step of the other dimension: the stride rule suffices
+  const bool m_outer = stride_m >= stride_h;
+  const int64_t inner_count = m_outer ? h : m, inner_stride = m_outer ? stride_h : stride_m;
+  const int64_t outer_stride = m_outer ? stride_m : stride_h;
+  const int64_t need = (inner_count - 1) * inner_stride + row;
+  SPARK_CHECK_ARG(outer_stride >= need, m_outer ? "out_stride_m" : "out_stride_h",
+                  "must be >= {} ({} - 1) x {} + latent_dim + rope_dim) so the rows of out do not overlap "
+                  "(got {})",
+                  need, m_outer ? "(heads" : "(m", m_outer ? "out_stride_h" : "out_stride_m", outer_stride);
+}
+
 void check_aligned(const void* p, const char* name, unsigned alignment) {
   SPARK_CHECK_ARG(addr(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
 }
@@ -88,9 +103,7 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
   if (e4m3_out) {
     SPARK_CHECK_ARG(a->q_scale, "q_scale", "must not be NULL for e4m3 output");
     check_aligned(a->q_scale, "q_scale", 4);
-  } else {
-    SPARK_CHECK_ARG(!a->q_scale, "q_scale", "must be NULL for bf16 output (it is only read for e4m3)");
-  }
+  }  // bf16 output never reads q_scale: any value is ignored
 
   check_aligned(a->q_nope, "q_nope", 16);
   check_aligned(a->w, "w", 16);
@@ -111,6 +124,7 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
   check_stride(a->q_pe_stride_h, "q_pe_stride_h", 8, R, "rope_dim");
   check_stride(a->out_stride_m, "out_stride_m", 8, N + R, "latent_dim + rope_dim");
   check_stride(a->out_stride_h, "out_stride_h", 8, N + R, "latent_dim + rope_dim");
+  check_rows_disjoint(M, a->out_stride_m, H, a->out_stride_h, N + R);
 
   const int64_t out_bytes = e4m3_out ? 1 : 2;
   const Span out = span("out", a->out, M, a->out_stride_m, H, a->out_stride_h, N + R, out_bytes);

@@ -176,12 +176,13 @@ typedef struct spark_mla_qproj_desc {
  *   q_pe    bf16  [M, H, R]    (m, h, r) at q_pe[m*q_pe_stride_m + h*q_pe_stride_h + r]
  *   out     bf16 or e4m3fn [M, H, N+R] (m, h, c) at out[m*out_stride_m + h*out_stride_h + c]
  *   q_scale fp32 scalar, a DEVICE pointer, read at run time (so a captured graph
- *           follows its value); required for e4m3 output, must be NULL for bf16 output.
+ *           follows its value); required for e4m3 output, ignored (may be anything,
+ *           NULL included) for bf16 output.
  *
  * Rules (checked by spark_mla_qproj_can_implement and every run):
  *   - 1 <= m <= 8192 (and <= the plan's max_m).
- *   - every pointer non-NULL except w_scale (NULL unless MXFP8) and q_scale (NULL
- *     unless e4m3 output).
+ *   - every pointer non-NULL except w_scale (NULL unless MXFP8) and q_scale (only
+ *     read, and so only checked, for e4m3 output).
  *   - every stride > 0.
  *   - 16-byte alignment: the base pointers of q_nope, w, q_pe and out are multiples
  *     of 16 bytes; the outer strides of q_nope, q_pe and bf16 w/out are multiples of
@@ -189,7 +190,10 @@ typedef struct spark_mla_qproj_desc {
  *     multiples of 8 elements; w_scale's base and strides are multiples of 4 bytes;
  *     q_scale is 4-byte aligned.
  *   - rows must not overlap inside one tensor: w_stride_k >= N, q_nope_stride_m and
- *     q_nope_stride_h >= K, q_pe strides >= R, out strides >= N+R, w_scale_stride_k >= N/32.
+ *     q_nope_stride_h >= K, q_pe strides >= R, out strides >= N+R, w_scale_stride_k >= N/32;
+ *     and out's rows (m, h) are disjoint: with M > 1 and H > 1 the larger of its two
+ *     strides (out_stride_m where they are equal) is >= (count of the other dimension - 1)
+ *     x the smaller stride + N+R, e.g. out_stride_m >= (H-1) * out_stride_h + N+R.
  *   - out must not overlap any input (the byte ranges the views span are disjoint).
  * Rows >= m and the columns of out past N+R are never written. */
 typedef struct spark_mla_qproj_args {

@@ -1,5 +1,13 @@
 // What the key covers, and what a load does with a damaged entry: detect, report
 // (warning + counter), move aside, rebuild.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include "cache/kernel_store.h"
@@ -95,4 +103,39 @@ TEST_CASE("a truncated or bit-flipped cubin or manifest is detected, reported, m
     CHECK(aside == ++corrupt_before);
   }
   CHECK(read_persistent_stats(dir.path).counters.corrupt_entries == damages.size());
+}
+
+TEST_CASE("an entry that cannot be read for want of file descriptors is a miss, not corruption") {
+  TempDir dir;
+  const KernelKey key = small_key(8);
+  const BuiltKernel good = KernelStore(dir.path).get(key);
+  const KernelCache cache(dir.path);
+  const CacheId id = id_of(key);
+
+  // Use up a lowered descriptor limit, look the entry up, then give everything back.
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  rlimit low = old;
+  low.rlim_cur = std::min<rlim_t>(old.rlim_cur, 256);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  CapturedLog log;
+  std::vector<int> fds;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
+  const int open_errno = errno;
+  std::string corruption;
+  const auto starved = cache.lookup(id, &corruption);
+  for (int fd : fds) ::close(fd);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+
+  REQUIRE(open_errno == EMFILE);
+  CHECK_FALSE(starved.has_value());
+  CHECK(corruption.empty());
+  CHECK(log.count("is corrupt") == 0);
+  CHECK(log.count("cannot read cache entry") == 1);
+  CHECK(fs::is_directory(good.dir));  // left in place
+  const bool nothing_aside = !fs::exists(dir.path / kCorruptDir) || fs::is_empty(dir.path / kCorruptDir);
+  CHECK(nothing_aside);
+  const auto hit = cache.lookup(id);
+  REQUIRE(hit.has_value());
+  CHECK(hit->cubin == good.cubin);
 }

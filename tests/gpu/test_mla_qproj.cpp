@@ -406,8 +406,8 @@ TEST_CASE("run rejects bad arguments with a message naming the argument, and wri
   }
   {
     spark_mla_qproj_args a = ok16;
-    a.q_scale = d_scale.as<float>();
-    expect_invalid(p16.get(), a, st, "bf16 with a q_scale", "q_scale");
+    a.out_stride_m = a.out_stride_h;  // row (m + 1, h) is row (m, h + 1)
+    expect_invalid(p16.get(), a, st, "out rows overlapping each other", "out_stride_m");
   }
   {
     spark_mla_qproj_args a = ok16;
@@ -436,10 +436,11 @@ TEST_CASE("run rejects bad arguments with a message naming the argument, and wri
   CHECK(std::all_of(o8.begin(), o8.end(), [](uint8_t v) { return v == kPoisonE4m3; }));
   CHECK(count_differences(q_after, in.q) == 0);
 
-  // And the plan still works afterwards (a valid run after the failures).
+  // And the plan still works afterwards (a valid run after the failures), with a q_scale
+  // that bf16 output ignores.
   std::vector<uint16_t> out;
   const Shape s_ok = s;
-  run_and_fetch(p16.get(), make_args(s_ok, d_q.get(), d_w.get(), d_out.get(), nullptr), d_out, st, out);
+  run_and_fetch(p16.get(), make_args(s_ok, d_q.get(), d_w.get(), d_out.get(), d_scale.as<float>()), d_out, st, out);
   HostInputs view;  // the first M rows of q are the case's inputs
   view.q.assign(in.q.begin(), in.q.begin() + static_cast<std::ptrdiff_t>(s_ok.q_elems()));
   view.w = in.w;

@@ -376,6 +376,43 @@ std::vector<Mutation> common_mutations(const Config& cfg) {
 
 }  // namespace
 
+TEST_CASE("out's rows (m, h) must not overlap each other") {
+  // Baseline H = 16, M = 64, out_stride_h = 584, out_stride_m = 16 * 584.
+  for (const Config& c : {bf16_out(), e4m3_out()}) {
+    run_mutations(
+        c, {
+               invalid("out_stride_m == out_stride_h = 584 (row (1, 0) is row (0, 1))",
+                       [](auto&, auto& a) { a.out_stride_m = 584; }, "out_stride_m", kOverlapHint),
+               invalid("out_stride_m = 15 * 584 + 568: the last head runs into the next token",
+                       [](auto&, auto& a) { a.out_stride_m = 15 * 584 + 568; }, "out_stride_m", kOverlapHint),
+               valid("out_stride_m = 15 * 584 + 576: exactly past the last head",
+                     [](auto&, auto& a) { a.out_stride_m = 15 * 584 + 576; }),
+               invalid("head-major out with out_stride_h = 63 * 584 + 568",
+                       [](auto&, auto& a) {
+                         a.out_stride_m = 584;
+                         a.out_stride_h = 63 * 584 + 568;
+                       },
+                       "out_stride_h", kOverlapHint),
+               valid("head-major out: out_stride_m = 584, out_stride_h = 64 * 584",
+                     [](auto&, auto& a) {
+                       a.out_stride_m = 584;
+                       a.out_stride_h = 64 * 584;
+                     }),
+               valid("m = 1: out_stride_m is never stepped",
+                     [](auto&, auto& a) {
+                       a.m = 1;
+                       a.out_stride_m = 584;
+                     }),
+           });
+  }
+  Config one_head = bf16_out();
+  one_head.heads = 1;
+  run_mutations(one_head, {valid("H = 1: out_stride_h is never stepped", [](auto&, auto& a) {
+                  a.out_stride_h = 576;
+                  a.out_stride_m = 576;
+                })});
+}
+
 // ==================================================================================
 // Baselines
 // ==================================================================================
@@ -508,12 +545,15 @@ TEST_CASE("argument rules, H = 128, K = 128") {
   run_mutations(c, common_mutations(c));
 }
 
-TEST_CASE("q_scale: required for e4m3 output, NULL for bf16 output, 4-byte aligned") {
+TEST_CASE("q_scale: required for e4m3 output, ignored for bf16 output, 4-byte aligned") {
   run_mutations(bf16_out(),
                 {
-                    invalid("bf16 out with q_scale",
-                            [](auto&, auto& a) { a.q_scale = reinterpret_cast<const float*>(kQScaleAddr); },
-                            "q_scale"),
+                    valid("bf16 out with q_scale",
+                          [](auto&, auto& a) { a.q_scale = reinterpret_cast<const float*>(kQScaleAddr); }),
+                    valid("bf16 out with a misaligned q_scale",
+                          [](auto&, auto& a) { a.q_scale = reinterpret_cast<const float*>(kQScaleAddr + 1); }),
+                    valid("bf16 out with q_scale inside out",
+                          [](auto&, auto& a) { a.q_scale = reinterpret_cast<const float*>(as_int(a.out) + 64); }),
                 });
   run_mutations(e4m3_out(),
                 {

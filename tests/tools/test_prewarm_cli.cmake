@@ -27,7 +27,49 @@ endif()
 
 execute_process(COMMAND ${PREWARM} --heads 8 --nope 64 --arch sm_90a --max-m 16 --cache-dir ${WORK}/cache
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT out MATCHES "nope_dim")
+if(rc EQUAL 0 OR NOT err MATCHES "nope_dim")
   message(FATAL_ERROR "--nope 64 must fail naming nope_dim (${rc}): ${out}${err}")
 endif()
+# GLM-5 at TP 6 runs 11 heads per rank (padded); other sizes that do not divide the heads fail.
+execute_process(COMMAND ${PREWARM} --model glm5 --tp 6 --arch sm_90a --max-m 16 --out bf16 --cache-dir ${WORK}/cache
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "h11\\.k192")
+  message(FATAL_ERROR "--model glm5 --tp 6 must prewarm 11 heads (${rc}): ${out}${err}")
+endif()
+
+# One way to name the shapes at a time; --tp only with --model.
+foreach(args "--model;glm5;--heads;8;--nope;128" "--tp;8;--heads;8;--nope;128" "--spec;x.json;--heads;8")
+  execute_process(COMMAND ${PREWARM} ${args} --arch sm_90a --cache-dir ${WORK}/cache
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "excludes|requires")
+    message(FATAL_ERROR "'${args}' must be refused (${rc}): ${out}${err}")
+  endif()
+endforeach()
+
+# A spec file with an unknown key, or a value of the wrong type, fails naming --spec.
+file(WRITE ${WORK}/typo.json "{\"heads\": [8], \"nope\": [128], \"weight\": [\"mxfp8\"]}")
+file(WRITE ${WORK}/type.json "{\"heads\": [8], \"nope\": [128], \"max_m\": \"64\"}")
+foreach(f typo type)
+  execute_process(COMMAND ${PREWARM} --spec ${WORK}/${f}.json --arch sm_90a --cache-dir ${WORK}/cache
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "--spec")
+    message(FATAL_ERROR "${f}.json must fail naming --spec (${rc}): ${out}${err}")
+  endif()
+endforeach()
+
+# Kernels that end up outside the cache are failures: a cache that cannot be written (its
+# root under a regular file), and a size cap that evicts them as the later ones land.
+file(WRITE ${WORK}/file "not a directory")
+execute_process(COMMAND ${PREWARM} --heads 8 --nope 128 --max-m 16 --out bf16 --arch sm_90a --cache-dir ${WORK}/file/c
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT out MATCHES "not cached")
+  message(FATAL_ERROR "an unwritable cache must fail the prewarm (${rc}): ${out}${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_CACHE_MAX_BYTES=1
+                        ${PREWARM} --heads 8 --nope 128 --max-m 64 --out bf16 --arch sm_90a --cache-dir ${WORK}/capped -q
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT out MATCHES "evicted")
+  message(FATAL_ERROR "a cap that evicts prewarmed kernels must fail the prewarm (${rc}): ${out}${err}")
+endif()
+
 file(REMOVE_RECURSE ${WORK})

@@ -223,8 +223,17 @@ int main(int argc, char** argv) {
   imp->add_option("FILE", file, "archive to read")->required();
   CLI11_PARSE(app, argc, argv);
 
-  const spark::KernelCache cache(cache_dir.empty() ? spark::default_cache_dir() : std::filesystem::path(cache_dir));
+  const std::filesystem::path root = cache_dir.empty() ? spark::default_cache_dir() : std::filesystem::path(cache_dir);
   const std::string command = app.get_subcommands().front()->get_name();
+  // Only import creates a cache; every other command on a missing directory is a mistyped
+  // path (an export of it would ship an empty archive), not an empty cache.
+  std::error_code ec;
+  if (!*imp && !std::filesystem::is_directory(root, ec)) {
+    std::cerr << "spark-cache " << command << ": no cache directory at " << root.string()
+              << " (argument '--cache-dir', or $SPARK_CACHE_DIR)\n";
+    return 1;
+  }
+  const spark::KernelCache cache(root);
   try {
     if (*list) return cmd_list(cache, json);
     if (*show) return cmd_show(cache, key, json, source);

@@ -53,6 +53,42 @@ nlohmann::json result_json(const spark::PrewarmResult& r) {
   return j;
 }
 
+// The --spec file: heads and nope required; max_m, weights and out optional (the flags'
+// defaults); any other key, or a value of the wrong type, is an error naming the file.
+void read_spec_file(const std::string& path, spark::PrewarmSpec& spec, int& max_m, std::vector<std::string>& weights,
+                    std::vector<std::string>& outs) {
+  const auto fail = [&](const std::string& why) {
+    throw spark::Error(SPARK_ERROR_INVALID_ARGUMENT, fmt::format("argument '--spec': {}: {}", path, why));
+  };
+  std::ifstream in(path);
+  if (!in) fail("cannot read the file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(fmt::format("not JSON ({})", e.what()));
+  }
+  if (!j.is_object()) fail("must hold one JSON object");
+  for (const auto& item : j.items())
+    if (item.key() != "heads" && item.key() != "nope" && item.key() != "max_m" && item.key() != "weights" &&
+        item.key() != "out")
+      fail(fmt::format("unknown key '{}' (known: heads, nope, max_m, weights, out)", item.key()));
+  if (!j.contains("heads") || !j.contains("nope")) fail("needs \"heads\" and \"nope\" lists");
+  const auto field = [&](const char* name, auto& value) {
+    if (!j.contains(name)) return;
+    try {
+      j.at(name).get_to(value);
+    } catch (const nlohmann::json::exception&) {
+      fail(fmt::format("\"{}\" has the wrong type ({})", name, j.at(name).dump()));
+    }
+  };
+  field("heads", spec.heads);
+  field("nope", spec.nope_dims);
+  field("max_m", max_m);
+  field("weights", weights);
+  field("out", outs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,15 +99,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> weights{"bf16"}, outs{"bf16", "e4m3"};
   bool json = false, quiet = false;
 
-  app.add_option("--model", model, "model preset: glm5, deepseek-v3, kimi-k2");
-  app.add_option("--tp", tp, "tensor-parallel size for --model (heads per rank = heads / tp)");
-  app.add_option("--heads", heads, "heads per rank, e.g. 8,16")->delimiter(',');
-  app.add_option("--nope", nope, "nope dim K (128 or 192), e.g. 192")->delimiter(',');
-  app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare, 1..8192");
-  app.add_option("--weights", weights, "weight formats: bf16,mxfp8")->delimiter(',');
-  app.add_option("--out", outs, "output dtypes: bf16,e4m3")->delimiter(',');
-  app.add_option("--spec", spec_file,
-                 "JSON file: {\"heads\":[..],\"nope\":[..],\"max_m\":N,\"weights\":[..],\"out\":[..]}");
+  // Three ways to name the shapes, one at a time: a preset, explicit lists, or a file.
+  auto* model_opt = app.add_option("--model", model, "model preset: glm5, deepseek-v3, kimi-k2");
+  auto* tp_opt = app.add_option("--tp", tp, "tensor-parallel size for --model (heads per rank = heads / tp; "
+                                            "glm5 also 6: 11 heads)");
+  auto* heads_opt = app.add_option("--heads", heads, "heads per rank, e.g. 8,16")->delimiter(',');
+  auto* nope_opt = app.add_option("--nope", nope, "nope dim K (128 or 192), e.g. 192")->delimiter(',');
+  auto* max_m_opt = app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare, 1..8192");
+  auto* weights_opt = app.add_option("--weights", weights, "weight formats: bf16,mxfp8")->delimiter(',');
+  auto* outs_opt = app.add_option("--out", outs, "output dtypes: bf16,e4m3")->delimiter(',');
+  auto* spec_opt = app.add_option(
+      "--spec", spec_file, "JSON file: {\"heads\":[..],\"nope\":[..],\"max_m\":N,\"weights\":[..],\"out\":[..]}");
+  tp_opt->needs(model_opt);
+  model_opt->excludes(heads_opt)->excludes(nope_opt)->excludes(spec_opt);
+  spec_opt->excludes(heads_opt)->excludes(nope_opt)->excludes(max_m_opt)->excludes(weights_opt)->excludes(outs_opt);
   app.add_option("--arch", arch, "target, e.g. sm_90a (default: the local GPU's, or sm_90a without one)");
   app.add_option("--cache-dir", cache_dir, "cache root (default: $SPARK_CACHE_DIR, $XDG_CACHE_HOME/spark, ~/.cache/spark)");
   app.add_option("-j,--jobs", jobs, "parallel compiles")->check(CLI::PositiveNumber);
@@ -84,14 +125,7 @@ int main(int argc, char** argv) {
     if (!model.empty()) {
       spec = spark::preset_spec(model, tp);
     } else if (!spec_file.empty()) {
-      std::ifstream in(spec_file);
-      if (!in) throw spark::Error(SPARK_ERROR_INVALID_ARGUMENT, "argument '--spec': cannot read " + spec_file);
-      const auto j = nlohmann::json::parse(in);
-      spec.heads = j.at("heads").get<std::vector<int>>();
-      spec.nope_dims = j.at("nope").get<std::vector<int>>();
-      max_m = j.value("max_m", max_m);
-      weights = j.value("weights", weights);
-      outs = j.value("out", outs);
+      read_spec_file(spec_file, spec, max_m, weights, outs);
     } else if (!heads.empty() && !nope.empty()) {
       spec.heads = heads;
       spec.nope_dims = nope;
@@ -119,7 +153,7 @@ int main(int argc, char** argv) {
     }
     const auto start = std::chrono::steady_clock::now();
     const auto results = spark::prewarm(store, keys, jobs, [&](const spark::PrewarmResult& r, size_t done) {
-      if (json || quiet) return;
+      if (json || (quiet && r.ok)) return;  // failures are printed even with --quiet
       if (tty) fmt::print("\r\033[K");
       if (r.ok) {
         fmt::print("  {:<22} {:<58} {:8.1f} ms  {} regs\n", spark::to_string(r.source), r.key.name(), r.ms,
@@ -131,6 +165,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     });
     if (tty) fmt::print("\r\033[K");
+    for (const auto& r : results)
+      if (r.failed_after_report && !json) fmt::print("  {:<22} {}\n{}\n", "FAILED", r.key.name(), r.error);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     size_t compiled = 0, cached = 0, failed = 0;
     for (const auto& r : results) {
