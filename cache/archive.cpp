@@ -177,7 +177,12 @@ ExportReport export_cache(const KernelCache& cache, const fs::path& file) {
   body.append(kEndMarker);
 
   const fs::path tmp = file.parent_path() / scratch_name("." + file.filename().string());
-  write_file_synced(tmp, body);
+  try {
+    write_file_synced(tmp, body);
+  } catch (...) {
+    fs::remove(tmp, ec);  // a full disk leaves no partial archive behind
+    throw;
+  }
   if (std::rename(tmp.c_str(), file.c_str()) != 0) {
     const int err = errno;
     fs::remove(tmp, ec);

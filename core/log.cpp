@@ -13,7 +13,15 @@ spdlog::logger& log() {
     auto l = std::make_shared<spdlog::logger>("spark", sink);
     l->set_pattern("[spark] [%l] %v");
     const std::string level = env_string("SPARK_LOG_LEVEL").value_or("warn");
-    l->set_level(spdlog::level::from_str(level));
+    const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
+    // from_str answers "off" for any name it does not know: a typo must not silence the log.
+    if (parsed == spdlog::level::off && level != "off") {
+      l->set_level(spdlog::level::warn);
+      l->warn("SPARK_LOG_LEVEL '{}' is not one of trace, debug, info, warn, error, critical, off; using warn",
+              level);
+    } else {
+      l->set_level(parsed);
+    }
     return l;
   }();
   return *logger;

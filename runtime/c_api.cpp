@@ -132,6 +132,9 @@ spark_status spark_mla_qproj_plan_create(spark_context ctx, const spark_mla_qpro
                       opts->struct_size, sizeof(spark_mla_qproj_plan_options));
       SPARK_CHECK_ARG(opts->max_m >= 1 && opts->max_m <= spark::kMaxM, "max_m", "{} is outside 1..{}",
                       opts->max_m, spark::kMaxM);
+      SPARK_CHECK_ARG(opts->lazy == 0 || opts->lazy == 1, "lazy", "must be 0 or 1 (got {})", opts->lazy);
+      SPARK_CHECK_ARG(opts->enable_pdl == 0 || opts->enable_pdl == 1, "enable_pdl", "must be 0 or 1 (got {})",
+                      opts->enable_pdl);
       o = *opts;
       o.struct_size = sizeof(spark_mla_qproj_plan_options);
     }

@@ -222,7 +222,8 @@ typedef struct spark_mla_qproj_plan_options {
   size_t struct_size; /* sizeof(spark_mla_qproj_plan_options) */
   /* The largest M this plan will run, 1..8192. */
   int32_t max_m;
-  /* 0: create prewarms (loads from the cache or compiles) every M-regime up to max_m,
+  /* 0 or 1 (anything else is INVALID_ARGUMENT), as is enable_pdl.
+   * 0: create prewarms (loads from the cache or compiles) every M-regime up to max_m,
    *    so runs never compile or load.
    * 1: nothing is prewarmed; a run that needs an unloaded kernel loads (or compiles)
    *    it first, or fails with NOT_LOADED_WHILE_CAPTURING on a capturing stream. */

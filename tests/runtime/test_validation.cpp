@@ -794,6 +794,14 @@ TEST_CASE("spark_context_create: NO_DEVICE without a GPU, SUCCESS with one") {
     po.struct_size = 0;
     const spark_status st3 = spark_mla_qproj_plan_create(ctx, &d, &po, &plan);
     check_failure(Result{st3, last_error()}, SPARK_ERROR_INVALID_ARGUMENT, "struct_size");
+    po.struct_size = sizeof po;
+    po.lazy = 2;
+    const spark_status st4 = spark_mla_qproj_plan_create(ctx, &d, &po, &plan);
+    check_failure(Result{st4, last_error()}, SPARK_ERROR_INVALID_ARGUMENT, "lazy");
+    po.lazy = 0;
+    po.enable_pdl = -1;
+    const spark_status st5 = spark_mla_qproj_plan_create(ctx, &d, &po, &plan);
+    check_failure(Result{st5, last_error()}, SPARK_ERROR_INVALID_ARGUMENT, "enable_pdl");
   }
   CHECK(plan == nullptr);
   spark_mla_qproj_plan_destroy(plan);

@@ -60,10 +60,15 @@ endforeach()
 # Kernels that end up outside the cache are failures: a cache that cannot be written (its
 # root under a regular file), and a size cap that evicts them as the later ones land.
 file(WRITE ${WORK}/file "not a directory")
-execute_process(COMMAND ${PREWARM} --heads 8 --nope 128 --max-m 16 --out bf16 --arch sm_90a --cache-dir ${WORK}/file/c
+# (With a mistyped SPARK_LOG_LEVEL, which must not silence the log's warnings.)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_LOG_LEVEL=warnings
+                        ${PREWARM} --heads 8 --nope 128 --max-m 16 --out bf16 --arch sm_90a --cache-dir ${WORK}/file/c
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0 OR NOT out MATCHES "not cached")
   message(FATAL_ERROR "an unwritable cache must fail the prewarm (${rc}): ${out}${err}")
+endif()
+if(NOT err MATCHES "SPARK_LOG_LEVEL 'warnings'" OR NOT err MATCHES "not writable")
+  message(FATAL_ERROR "a mistyped SPARK_LOG_LEVEL must warn and keep warnings: ${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_CACHE_MAX_BYTES=1
                         ${PREWARM} --heads 8 --nope 128 --max-m 64 --out bf16 --arch sm_90a --cache-dir ${WORK}/capped -q
