@@ -1,5 +1,6 @@
 #include "cache/prewarm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -22,18 +23,18 @@ const std::vector<ModelPreset>& model_presets() {
 PrewarmSpec preset_spec(std::string_view model, int tp) {
   for (const ModelPreset& p : model_presets()) {
     if (p.name != model) continue;
-    bool padded = false;
-    std::string sizes;  // the valid sizes, for the message
-    for (int t = 1; t <= p.total_heads; ++t) {
-      bool listed = false;
-      for (int i = 0; i < 4 && p.padded_tp[i] != 0; ++i) listed = listed || p.padded_tp[i] == t;
-      if (p.total_heads % t != 0 && !listed) continue;
-      sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", t);
-      if (t == tp) padded = listed;
+    const auto valid = [&](int t) {
+      const bool padded = std::find(std::begin(p.padded_tp), std::end(p.padded_tp), t) != std::end(p.padded_tp);
+      return t >= 1 && t <= p.total_heads && (p.total_heads % t == 0 || padded);
+    };
+    if (!valid(tp)) {
+      std::string sizes;
+      for (int t = 1; t <= p.total_heads; ++t)
+        if (valid(t)) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", t);
+      SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT,
+                 "argument 'tp': {} is not a tensor-parallel size of {} ({} heads; sizes: {})", tp, model,
+                 p.total_heads, sizes);
     }
-    SPARK_CHECK(tp >= 1 && tp <= p.total_heads && (p.total_heads % tp == 0 || padded), SPARK_ERROR_INVALID_ARGUMENT,
-                "argument 'tp': {} is not a tensor-parallel size of {} ({} heads; sizes: {})", tp, model,
-                p.total_heads, sizes);
     PrewarmSpec s;
     s.heads = {(p.total_heads + tp - 1) / tp};
     s.nope_dims = {p.nope_dim};

@@ -26,7 +26,7 @@ struct ModelPreset {
   int nope_dim;
   int total_heads;
   // Tensor-parallel sizes that do not divide the heads but are deployed with the heads
-  // padded to a multiple (GLM-5 at TP 6: 11 heads per rank); 0 ends the list.
+  // padded to a multiple (GLM-5 at TP 6: 11 heads per rank); unused slots are 0.
   int padded_tp[4];
 };
 const std::vector<ModelPreset>& model_presets();
