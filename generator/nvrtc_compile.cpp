@@ -2,7 +2,10 @@
 
 #include <chrono>
 #include <regex>
+#include <type_traits>
 
+#include <cuda.h>  // CUDA_VERSION: the toolkit this library was built with
+#include <dlfcn.h>
 #include <elf.h>
 #include <nvrtc.h>
 
@@ -18,18 +21,80 @@ namespace spark {
 
 namespace {
 
-#define SPARK_NVRTC_CHECK(call)                                                               \
-  do {                                                                                        \
-    const nvrtcResult rc_ = (call);                                                           \
-    SPARK_CHECK(rc_ == NVRTC_SUCCESS, SPARK_ERROR_COMPILE, "{} failed: {}", #call,            \
-                nvrtcGetErrorString(rc_));                                                    \
+// NVRTC, loaded at first use rather than linked: a process that only loads cached kernels
+// (SPARK_JIT=0 after a prewarm) runs where no NVRTC is installed.  SPARK_NVRTC_LIBRARY names
+// another library file.
+struct Nvrtc {
+  decltype(&::nvrtcVersion) Version = nullptr;
+  decltype(&::nvrtcGetErrorString) GetErrorString = nullptr;
+  decltype(&::nvrtcCreateProgram) CreateProgram = nullptr;
+  decltype(&::nvrtcDestroyProgram) DestroyProgram = nullptr;
+  decltype(&::nvrtcCompileProgram) CompileProgram = nullptr;
+  decltype(&::nvrtcGetProgramLogSize) GetProgramLogSize = nullptr;
+  decltype(&::nvrtcGetProgramLog) GetProgramLog = nullptr;
+  decltype(&::nvrtcGetPTXSize) GetPTXSize = nullptr;
+  decltype(&::nvrtcGetPTX) GetPTX = nullptr;
+  decltype(&::nvrtcGetCUBINSize) GetCUBINSize = nullptr;
+  decltype(&::nvrtcGetCUBIN) GetCUBIN = nullptr;
+  std::string error;  // why it is not available; empty when it is
+};
+
+const Nvrtc& nvrtc_api() {
+  static const Nvrtc api = [] {
+    Nvrtc n;
+    // The library the loader finds by its soname, else the one of the toolkit this was built with.
+    const std::string soname = fmt::format("libnvrtc.so.{}", CUDA_VERSION / 1000);
+    const auto named = env_string("SPARK_NVRTC_LIBRARY");
+    std::string file = named.value_or(soname);
+    void* lib = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib && !named) {
+      file = std::string(SPARK_CUDA_LIBRARY_DIR) + "/" + soname;
+      lib = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!lib) {
+      const char* why = ::dlerror();
+      n.error = fmt::format("cannot load NVRTC ({}): {}", file, why ? why : "not found");
+      return n;
+    }
+    const auto bind = [&](const char* name, auto& fn) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+      if (!fn && n.error.empty()) n.error = fmt::format("{} has no symbol {}", file, name);
+    };
+    bind("nvrtcVersion", n.Version);
+    bind("nvrtcGetErrorString", n.GetErrorString);
+    bind("nvrtcCreateProgram", n.CreateProgram);
+    bind("nvrtcDestroyProgram", n.DestroyProgram);
+    bind("nvrtcCompileProgram", n.CompileProgram);
+    bind("nvrtcGetProgramLogSize", n.GetProgramLogSize);
+    bind("nvrtcGetProgramLog", n.GetProgramLog);
+    bind("nvrtcGetPTXSize", n.GetPTXSize);
+    bind("nvrtcGetPTX", n.GetPTX);
+    bind("nvrtcGetCUBINSize", n.GetCUBINSize);
+    bind("nvrtcGetCUBIN", n.GetCUBIN);
+    return n;
+  }();
+  return api;
+}
+
+// NVRTC for a compile; throws COMPILE saying why where it cannot be loaded.
+const Nvrtc& nvrtc() {
+  const Nvrtc& n = nvrtc_api();
+  SPARK_CHECK(n.error.empty(), SPARK_ERROR_COMPILE, "{}; kernels not already in the cache cannot be compiled",
+              n.error);
+  return n;
+}
+
+#define SPARK_NVRTC_CHECK(call)                                                                                 \
+  do {                                                                                                          \
+    const nvrtcResult rc_ = (call);                                                                             \
+    SPARK_CHECK(rc_ == NVRTC_SUCCESS, SPARK_ERROR_COMPILE, "{} failed: {}", #call, nvrtc().GetErrorString(rc_)); \
   } while (0)
 
 // Owns an nvrtcProgram.
 class Program {
  public:
   explicit Program(nvrtcProgram p) : p_(p) {}
-  ~Program() { nvrtcDestroyProgram(&p_); }
+  ~Program() { nvrtc_api().DestroyProgram(&p_); }
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
   nvrtcProgram get() const { return p_; }
@@ -40,9 +105,9 @@ class Program {
 
 std::string program_log(nvrtcProgram p) {
   size_t size = 0;
-  if (nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  if (nvrtc().GetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return {};
   std::string log(size, '\0');
-  nvrtcGetProgramLog(p, log.data());
+  nvrtc().GetProgramLog(p, log.data());
   log.resize(size - 1);
   return log;
 }
@@ -56,9 +121,9 @@ void dump(const RenderedSource& src, const CompiledKernel& out, nvrtcProgram pro
     write_file_synced(base + ".cu", src.source);
     write_file_synced(base + ".log", out.log);
     size_t ptx_size = 0;
-    if (ok && nvrtcGetPTXSize(prog, &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
+    if (ok && nvrtc().GetPTXSize(prog, &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
       std::string ptx(ptx_size, '\0');
-      nvrtcGetPTX(prog, ptx.data());
+      nvrtc().GetPTX(prog, ptx.data());
       ptx.resize(ptx_size - 1);
       write_file_synced(base + ".ptx", ptx);
     }
@@ -70,8 +135,11 @@ void dump(const RenderedSource& src, const CompiledKernel& out, nvrtcProgram pro
 }  // namespace
 
 std::string nvrtc_version() {
+  // Without NVRTC, the version of the toolkit this library was built with: a cache
+  // prewarmed by that NVRTC still hits.
+  if (!nvrtc_api().error.empty()) return fmt::format("{}.{}", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
   int major = 0, minor = 0;
-  SPARK_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+  SPARK_NVRTC_CHECK(nvrtc().Version(&major, &minor));
   return fmt::format("{}.{}", major, minor);
 }
 
@@ -179,7 +247,7 @@ CompiledKernel compile(const RenderedSource& src) {
 
   nvrtcProgram raw = nullptr;
   const std::string file = src.key.name() + ".cu";
-  SPARK_NVRTC_CHECK(nvrtcCreateProgram(&raw, src.source.c_str(), file.c_str(),
+  SPARK_NVRTC_CHECK(nvrtc().CreateProgram(&raw, src.source.c_str(), file.c_str(),
                                        static_cast<int>(header_bytes.size()), header_bytes.data(),
                                        header_names.data()));
   Program prog(raw);
@@ -188,17 +256,17 @@ CompiledKernel compile(const RenderedSource& src) {
   out.options = compile_options(src.key.arch);
   std::vector<const char*> opts;
   for (const std::string& o : out.options) opts.push_back(o.c_str());
-  const nvrtcResult rc = nvrtcCompileProgram(prog.get(), static_cast<int>(opts.size()), opts.data());
+  const nvrtcResult rc = nvrtc().CompileProgram(prog.get(), static_cast<int>(opts.size()), opts.data());
   out.log = program_log(prog.get());
   dump(src, out, prog.get(), rc == NVRTC_SUCCESS);
   SPARK_CHECK(rc == NVRTC_SUCCESS, SPARK_ERROR_COMPILE, "NVRTC failed to compile {} ({}):\n{}",
-              src.key.name(), nvrtcGetErrorString(rc), out.log);
+              src.key.name(), nvrtc().GetErrorString(rc), out.log);
 
   size_t size = 0;
-  SPARK_NVRTC_CHECK(nvrtcGetCUBINSize(prog.get(), &size));
+  SPARK_NVRTC_CHECK(nvrtc().GetCUBINSize(prog.get(), &size));
   SPARK_CHECK(size > 0, SPARK_ERROR_COMPILE, "NVRTC produced no cubin for {}", src.key.name());
   out.cubin.resize(size);
-  SPARK_NVRTC_CHECK(nvrtcGetCUBIN(prog.get(), out.cubin.data()));
+  SPARK_NVRTC_CHECK(nvrtc().GetCUBIN(prog.get(), out.cubin.data()));
   out.resources = parse_ptxas_report(out.log);
   fill_resources_from_cubin(out.cubin, kKernelEntryName, out.resources);
   out.compile_ms =

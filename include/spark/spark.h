@@ -63,7 +63,8 @@ typedef enum spark_status {
   SPARK_ERROR_NO_DEVICE = 3,
   /* A CUDA Driver API call failed; the message carries the CUresult name. */
   SPARK_ERROR_CUDA = 4,
-  /* NVRTC rejected the generated source; the message carries the compile log. */
+  /* NVRTC rejected the generated source (the message carries the compile log), or
+   * NVRTC could not be loaded for a kernel that is not in the cache. */
   SPARK_ERROR_COMPILE = 5,
   /* The on-disk cache could not be read or written. */
   SPARK_ERROR_CACHE = 6,

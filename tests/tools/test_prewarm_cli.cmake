@@ -19,6 +19,21 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 0" OR NOT out MATCHES "\"cac
   message(FATAL_ERROR "second prewarm should find all 6 cached (${rc}):\n${out}${err}")
 endif()
 
+# Without NVRTC (SPARK_NVRTC_LIBRARY naming no file): the cached kernels still load, a kernel
+# to compile fails saying NVRTC is missing.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_NVRTC_LIBRARY=${WORK}/no-libnvrtc.so
+                        ${PREWARM} --model glm5 --tp 8 --arch sm_90a --max-m 64 --cache-dir ${WORK}/cache --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 6")
+  message(FATAL_ERROR "without NVRTC the prewarmed kernels must still be found (${rc}):\n${out}${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_NVRTC_LIBRARY=${WORK}/no-libnvrtc.so
+                        ${PREWARM} --model glm5 --tp 8 --arch sm_90a --max-m 16 --out bf16 --cache-dir ${WORK}/fresh
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT out MATCHES "cannot load NVRTC")
+  message(FATAL_ERROR "without NVRTC a compile must fail naming NVRTC (${rc}):\n${out}${err}")
+endif()
+
 execute_process(COMMAND ${PREWARM} --model glm5 --tp 7 --arch sm_90a --cache-dir ${WORK}/cache
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0 OR NOT err MATCHES "tp")
