@@ -2,15 +2,14 @@
 
 #include <chrono>
 #include <regex>
-#include <type_traits>
 
 #include <cuda.h>  // CUDA_VERSION: the toolkit this library was built with
-#include <dlfcn.h>
 #include <elf.h>
 #include <nvrtc.h>
 
 #include <cstring>
 
+#include "core/dynlib.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -46,20 +45,14 @@ const Nvrtc& nvrtc_api() {
     const std::string soname = fmt::format("libnvrtc.so.{}", CUDA_VERSION / 1000);
     const auto named = env_string("SPARK_NVRTC_LIBRARY");
     std::string file = named.value_or(soname);
-    void* lib = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* lib = open_library(file, "NVRTC", n.error);
     if (!lib && !named) {
       file = std::string(SPARK_CUDA_LIBRARY_DIR) + "/" + soname;
-      lib = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+      n.error.clear();
+      lib = open_library(file, "NVRTC", n.error);
     }
-    if (!lib) {
-      const char* why = ::dlerror();
-      n.error = fmt::format("cannot load NVRTC ({}): {}", file, why ? why : "not found");
-      return n;
-    }
-    const auto bind = [&](const char* name, auto& fn) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      if (!fn && n.error.empty()) n.error = fmt::format("{} has no symbol {}", file, name);
-    };
+    if (!lib) return n;
+    const auto bind = [&](const char* name, auto& fn) { bind_symbol(lib, file, name, fn, n.error); };
     bind("nvrtcVersion", n.Version);
     bind("nvrtcGetErrorString", n.GetErrorString);
     bind("nvrtcCreateProgram", n.CreateProgram);

@@ -1,9 +1,8 @@
 #include "runtime/cuda_driver.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
+#include "core/dynlib.h"
 #include "core/error.h"
 
 namespace spark {
@@ -15,41 +14,32 @@ struct Loaded {
   std::string error;  // why the driver is unusable, empty when fine
 };
 
-template <class Fn>
-bool bind(void* lib, const char* name, Fn& fn, std::string& error) {
-  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-  if (!fn && error.empty()) error = fmt::format("libcuda.so.1 has no symbol {}", name);
-  return fn != nullptr;
-}
-
 Loaded load() {
   Loaded l;
-  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* why = ::dlerror();
-    l.error = fmt::format("cannot load the CUDA driver (libcuda.so.1): {}", why ? why : "not found");
-    return l;
-  }
+  const std::string file = "libcuda.so.1";
+  void* lib = open_library(file, "the CUDA driver", l.error);
+  if (!lib) return l;
   CudaDriver& d = l.api;
   std::string& e = l.error;
-  bind(lib, "cuInit", d.Init, e);
-  bind(lib, "cuDriverGetVersion", d.DriverGetVersion, e);
-  bind(lib, "cuDeviceGetCount", d.DeviceGetCount, e);
-  bind(lib, "cuDeviceGet", d.DeviceGet, e);
-  bind(lib, "cuDeviceGetAttribute", d.DeviceGetAttribute, e);
-  bind(lib, "cuDeviceGetName", d.DeviceGetName, e);
-  bind(lib, "cuDevicePrimaryCtxRetain", d.DevicePrimaryCtxRetain, e);
-  bind(lib, "cuDevicePrimaryCtxRelease_v2", d.DevicePrimaryCtxRelease, e);
-  bind(lib, "cuCtxPushCurrent_v2", d.CtxPushCurrent, e);
-  bind(lib, "cuCtxPopCurrent_v2", d.CtxPopCurrent, e);
-  bind(lib, "cuModuleLoadData", d.ModuleLoadData, e);
-  bind(lib, "cuModuleUnload", d.ModuleUnload, e);
-  bind(lib, "cuModuleGetFunction", d.ModuleGetFunction, e);
-  bind(lib, "cuFuncSetAttribute", d.FuncSetAttribute, e);
-  bind(lib, "cuLaunchKernelEx", d.LaunchKernelEx, e);
-  bind(lib, "cuStreamIsCapturing", d.StreamIsCapturing, e);
-  bind(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", d.OccupancyMaxActiveBlocksPerMultiprocessor, e);
-  bind(lib, "cuGetErrorName", d.GetErrorName, e);
+  const auto bind = [&](const char* name, auto& fn) { bind_symbol(lib, file, name, fn, e); };
+  bind("cuInit", d.Init);
+  bind("cuDriverGetVersion", d.DriverGetVersion);
+  bind("cuDeviceGetCount", d.DeviceGetCount);
+  bind("cuDeviceGet", d.DeviceGet);
+  bind("cuDeviceGetAttribute", d.DeviceGetAttribute);
+  bind("cuDeviceGetName", d.DeviceGetName);
+  bind("cuDevicePrimaryCtxRetain", d.DevicePrimaryCtxRetain);
+  bind("cuDevicePrimaryCtxRelease_v2", d.DevicePrimaryCtxRelease);
+  bind("cuCtxPushCurrent_v2", d.CtxPushCurrent);
+  bind("cuCtxPopCurrent_v2", d.CtxPopCurrent);
+  bind("cuModuleLoadData", d.ModuleLoadData);
+  bind("cuModuleUnload", d.ModuleUnload);
+  bind("cuModuleGetFunction", d.ModuleGetFunction);
+  bind("cuFuncSetAttribute", d.FuncSetAttribute);
+  bind("cuLaunchKernelEx", d.LaunchKernelEx);
+  bind("cuStreamIsCapturing", d.StreamIsCapturing);
+  bind("cuOccupancyMaxActiveBlocksPerMultiprocessor", d.OccupancyMaxActiveBlocksPerMultiprocessor);
+  bind("cuGetErrorName", d.GetErrorName);
   if (!e.empty()) return l;
   const CUresult rc = d.Init(0);
   if (rc != CUDA_SUCCESS) {
