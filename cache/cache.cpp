@@ -1,15 +1,13 @@
 #include "cache/cache.h"
 
-#include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
-#include <unistd.h>
-#include <xxhash.h>
-
 #include "cache/scratch.h"
 #include "core/error.h"
-#include "core/files.h"
 #include "core/log.h"
 
 namespace spark {
@@ -27,122 +25,184 @@ CacheKeyParts cache_key_parts(const RenderedSource& src, const std::vector<std::
   return p;
 }
 
-CacheId cache_id(const CacheKeyParts& parts) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_128bits_reset(st);
-  auto feed = [&](std::string_view field, std::string_view value) {
-    const uint64_t sizes[2] = {field.size(), value.size()};
-    XXH3_128bits_update(st, sizes, sizeof sizes);
-    XXH3_128bits_update(st, field.data(), field.size());
-    XXH3_128bits_update(st, value.data(), value.size());
-  };
-  feed("format", std::to_string(parts.format_version));
-  feed("generator", std::to_string(parts.generator_version));
-  feed("key", parts.key);
-  feed("source", parts.source);
-  feed("templates", parts.templates_digest);
-  feed("nvrtc", parts.nvrtc_version);
-  for (const std::string& o : parts.options) feed("option", o);
-  const XXH128_hash_t h = XXH3_128bits_digest(st);
-  XXH3_freeState(st);
-  CacheId id;
-  id.hash = fmt::format("{:016x}{:016x}", h.high64, h.low64);
-  id.name = parts.key + "-" + id.hash.substr(0, 16);
-  return id;
-}
-
 CacheId cache_id(const RenderedSource& src, const std::vector<std::string>& options,
                  const std::string& nvrtc_version) {
   return cache_id(cache_key_parts(src, options, nvrtc_version));
 }
 
-KernelCache::KernelCache(fs::path root) : root_(std::move(root)) {}
+namespace {
+
+fs::path absolute_or_same(const fs::path& p) {
+  std::error_code ec;
+  const fs::path a = fs::absolute(p, ec);
+  return ec ? p : a;
+}
+
+// EPERM with `why` when an open directory may not be trusted.
+int check_trust(const Dir& dir, std::string* why) {
+  struct stat st {};
+  if (const int err = dir.stat_self(st); err != 0) return err;
+  std::string problem = trust_problem(st);
+  if (problem.empty()) return 0;
+  if (why) *why = fmt::format("{}: {}", dir.path().string(), problem);
+  return EPERM;
+}
+
+bool may_write(const Dir& dir) { return ::faccessat(dir.fd(), ".", W_OK | X_OK, AT_EACCESS) == 0; }
+
+}  // namespace
+
+KernelCache::KernelCache(fs::path root) : root_(absolute_or_same(root)) {}
 
 fs::path KernelCache::lock_file(const std::string& name) const { return root_ / kLocksDir / (name + ".lock"); }
 
-bool KernelCache::ensure_writable() const {
-  std::error_code ec;
-  for (const char* sub : {kTmpDir, kLocksDir}) {
-    fs::create_directories(root_ / sub, ec);
-    if (ec) return false;
+int KernelCache::open_root(Dir& root, std::string* why) const {
+  if (const int err = Dir::open(root_, root); err != 0) {
+    if (why) *why = fmt::format("{}: {}", root_.string(), std::strerror(err));
+    return err;
   }
-  return ::access(root_.c_str(), W_OK) == 0 && ::access((root_ / kTmpDir).c_str(), W_OK) == 0 &&
-         ::access((root_ / kLocksDir).c_str(), W_OK) == 0;
+  return check_trust(root, why);
+}
+
+int KernelCache::open_work_dir(const Dir& root, const char* name, bool create, Dir& out, std::string* why) const {
+  if (const int err = root.open_child(name, create, out); err != 0) {
+    if (why) *why = fmt::format("{}: {}", (root / name).string(), file_error_text(err));
+    return err;
+  }
+  return check_trust(out, why);
+}
+
+CacheAccess KernelCache::prepare() const {
+  CacheAccess a;
+  std::error_code ec;
+  fs::create_directories(root_, ec);  // the path up to the root is the user's choice
+  Dir root;
+  const int err = open_root(root, &a.problem);
+  if (err != 0) {
+    // A directory that cannot be opened has nothing to read: "not writable" says it all.
+    a.trusted = err != EPERM;
+    if (err != EPERM) a.problem = fmt::format("cannot open it: {}", std::strerror(err));
+    else a.problem = "it is not trusted (" + a.problem + ")";
+    return a;
+  }
+  a.trusted = true;
+  if (!may_write(root)) {
+    a.problem = "no write permission for this user";
+    return a;
+  }
+  for (const char* sub : {kTmpDir, kLocksDir}) {
+    Dir d;
+    std::string why;
+    if (open_work_dir(root, sub, true, d, &why) != 0) {
+      a.problem = "its working directory is unusable (" + why + ")";
+      return a;
+    }
+    if (!may_write(d)) {
+      a.problem = fmt::format("no write permission for this user on {}", d.path().string());
+      return a;
+    }
+  }
+  a.writable = true;
+  return a;
 }
 
 std::vector<std::string> KernelCache::entry_names() const {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(root_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::error_code e2;
-    const std::string name = it->path().filename().string();
-    if (is_entry_name(name) && it->is_directory(e2)) names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
+  Dir root;
+  if (open_root(root) != 0) return names;
+  for (std::string& n : root.list())
+    if (is_entry_name(n) && root.is_child_dir(n)) names.push_back(std::move(n));
   return names;
 }
 
-std::optional<CachedKernel> KernelCache::read_verified(const CacheId& id, std::string* corruption) const {
-  const fs::path dir = entry_dir(id.name);
-  EntryCheck c = check_entry(dir, id.hash);
+std::optional<CachedKernel> KernelCache::read_verified(const Dir& root, const CacheId& id,
+                                                       std::string* corruption) const {
+  EntryCheck c = check_entry(root, id.name, id.hash);
   if (c.ok()) {
-    stamp_last_used(dir);
-    return CachedKernel{dir, std::move(*c.manifest), std::move(c.cubin)};
+    Dir entry;
+    if (root.open_child(id.name, false, entry) == 0) stamp_last_used(entry);
+    return CachedKernel{entry_dir(id.name), std::move(*c.manifest), std::move(c.cubin)};
   }
   if (c.missing) return std::nullopt;  // evicted between the existence check and the read
   if (c.unreadable) {
-    log().warn("cannot read cache entry {} ({}); leaving it in place and building without it", dir.string(),
-               c.problem);
+    log().warn("cannot read cache entry {} ({}); leaving it in place and building without it",
+               entry_dir(id.name).string(), c.problem);
     return std::nullopt;
   }
-  log().warn("cache entry {} is corrupt ({}); moving it aside and rebuilding", dir.string(), c.problem);
+  log().warn("cache entry {} is corrupt ({}); moving it aside and rebuilding", entry_dir(id.name).string(),
+             c.problem);
   if (corruption) *corruption = c.problem;
   move_aside(id.name);
   return std::nullopt;
 }
 
+EntryLock KernelCache::shared_lock(const Dir& root, const std::string& name) const {
+  Dir locks;
+  // A copied cache may lack .locks/; a read-only one cannot get it, and needs no lock.
+  if (open_work_dir(root, kLocksDir, true, locks) != 0 && open_work_dir(root, kLocksDir, false, locks) != 0)
+    return EntryLock();
+  return EntryLock::shared(locks, name + ".lock");
+}
+
 std::optional<CachedKernel> KernelCache::lookup(const CacheId& id, std::string* corruption) const {
-  std::error_code ec;
-  if (!fs::is_directory(entry_dir(id.name), ec)) return std::nullopt;  // plain misses take no lock
-  fs::create_directories(root_ / kLocksDir, ec);  // a copied cache may lack it; read-only is fine too
-  const EntryLock reading = EntryLock::shared(lock_file(id.name));
-  return read_verified(id, corruption);
+  Dir root;
+  std::string why;
+  if (const int err = open_root(root, &why); err != 0) {
+    if (err != ENOENT && err != EPERM)  // out of descriptors, I/O error...: say so, then build without it
+      log().warn("cannot read cache entry {} ({}); building without it", entry_dir(id.name).string(), why);
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (root.stat_child(id.name, st) == ENOENT) return std::nullopt;  // plain misses take no lock
+  const EntryLock reading = shared_lock(root, id.name);
+  return read_verified(root, id, corruption);
 }
 
 std::optional<CachedKernel> KernelCache::lookup_holding_lock(const CacheId& id, std::string* corruption) const {
-  std::error_code ec;
-  if (!fs::is_directory(entry_dir(id.name), ec)) return std::nullopt;
-  return read_verified(id, corruption);
+  Dir root;
+  if (open_root(root) != 0) return std::nullopt;
+  struct stat st {};
+  if (root.stat_child(id.name, st) == ENOENT) return std::nullopt;
+  return read_verified(root, id, corruption);
 }
 
 void KernelCache::move_aside(const std::string& name) const {
-  std::error_code ec;
-  fs::create_directories(root_ / kCorruptDir, ec);
-  fs::rename(entry_dir(name), root_ / kCorruptDir / scratch_name(name), ec);
+  Dir root, corrupt;
+  if (open_root(root) != 0) return;
+  if (open_work_dir(root, kCorruptDir, true, corrupt) == 0 && root.rename(name, corrupt, scratch_name(name)) == 0)
+    return;
+  root.remove_tree(name);  // no usable .corrupt/: the damage is not kept, but it goes
 }
 
 bool KernelCache::publish_files(const std::string& name, const std::vector<EntryFile>& files) const {
-  const fs::path final_dir = entry_dir(name);
-  const fs::path tmp = root_ / kTmpDir / scratch_name(name);
-  std::error_code ec;
-  fs::create_directories(tmp, ec);
-  SPARK_CHECK(!ec, SPARK_ERROR_CACHE, "cannot create {}: {}", tmp.string(), ec.message());
+  Dir root, tmp, build;
+  std::string why;
+  SPARK_CHECK(open_root(root, &why) == 0, SPARK_ERROR_CACHE, "cannot publish {}: {}", name, why);
+  SPARK_CHECK(open_work_dir(root, kTmpDir, true, tmp, &why) == 0, SPARK_ERROR_CACHE, "cannot publish {}: {}", name,
+              why);
+  const std::string scratch = scratch_name(name);
+  const int made = tmp.make_dir(scratch);
+  SPARK_CHECK(made == 0 && tmp.open_child(scratch, false, build) == 0, SPARK_ERROR_CACHE, "cannot create {}: {}",
+              (tmp / scratch).string(), std::strerror(made ? made : errno));
   try {
-    for (const EntryFile& f : files) write_file_synced(tmp / f.name, f.bytes);
-    stamp_last_used(tmp);  // published entries start as just used
-    fsync_dir(tmp);
+    for (const EntryFile& f : files) build.write_new_file(f.name, f.bytes, /*sync=*/true);
+    stamp_last_used(build);  // published entries start as just used
+    const int err = build.sync();
+    SPARK_CHECK(err == 0, SPARK_ERROR_CACHE, "cannot fsync {}: {}", build.path().string(), std::strerror(err));
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    tmp.remove_tree(scratch);
     throw;
   }
-  // rename(2) replaces only an empty directory; a published entry is never empty.
-  if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
-    const int err = errno;
-    fs::remove_all(tmp, ec);
-    if (err == EEXIST || err == ENOTEMPTY) return false;
-    SPARK_FAIL(SPARK_ERROR_CACHE, "cannot publish {}: {}", final_dir.string(), std::strerror(err));
+  // rename(2) replaces only an empty directory; a published entry is never empty, and
+  // anything else in the way (a file, a link) makes it fail too.
+  if (const int err = tmp.rename(scratch, root, name); err != 0) {
+    tmp.remove_tree(scratch);
+    if (err == EEXIST || err == ENOTEMPTY || err == ENOTDIR || err == EISDIR) return false;
+    SPARK_FAIL(SPARK_ERROR_CACHE, "cannot publish {}: {}", entry_dir(name).string(), std::strerror(err));
   }
-  fsync_dir(root_);
+  const int err = root.sync();
+  SPARK_CHECK(err == 0, SPARK_ERROR_CACHE, "published {} but cannot fsync {}: {}", name, root_.string(),
+              std::strerror(err));
   return true;
 }
 
@@ -162,6 +222,22 @@ CachedKernel KernelCache::publish(const CacheId& id, const RenderedSource& src, 
              entry_dir(id.name).string());
 }
 
-EntryLock KernelCache::lock(const std::string& name) const { return EntryLock::exclusive(lock_file(name)); }
+EntryLock KernelCache::lock(const std::string& name) const { return cache_lock_file(name + ".lock"); }
+
+EntryLock KernelCache::cache_lock(const char* what) const { return cache_lock_file(std::string(what) + ".lock"); }
+
+std::optional<EntryLock> KernelCache::try_lock(const std::string& name) const {
+  Dir root, locks;
+  if (open_root(root) != 0 || open_work_dir(root, kLocksDir, true, locks) != 0) return std::nullopt;
+  return EntryLock::try_exclusive(locks, name + ".lock");
+}
+
+EntryLock KernelCache::cache_lock_file(const std::string& file) const {
+  Dir root, locks;
+  std::string why;
+  SPARK_CHECK(open_root(root, &why) == 0 && open_work_dir(root, kLocksDir, true, locks, &why) == 0,
+              SPARK_ERROR_CACHE, "cannot lock {}: {}", file, why);
+  return EntryLock::exclusive(locks, file);
+}
 
 }  // namespace spark

@@ -9,49 +9,46 @@
 
 namespace spark {
 
-namespace fs = std::filesystem;
-
 namespace {
 
-std::vector<fs::path> children(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    out.push_back(it->path());
-  return out;
-}
-
-// Serialises evictions and clears across processes.
-EntryLock housekeeping_lock(const KernelCache& cache) {
-  std::error_code ec;
-  fs::create_directories(cache.root() / kLocksDir, ec);
-  return EntryLock::exclusive(cache.root() / kLocksDir / "housekeeping.lock");
+// Leftovers in a working directory: only names spark made there (scratch names), so a
+// directory pointed at by mistake loses nothing of its own.
+size_t remove_scratch(const KernelCache& cache, const Dir& root, const char* sub, bool abandoned_only) {
+  Dir dir;
+  if (cache.open_work_dir(root, sub, false, dir) != 0) return 0;
+  size_t n = 0;
+  for (const std::string& name : dir.list()) {
+    if (!is_scratch_name(name)) continue;
+    if (abandoned_only && !scratch_is_abandoned(dir, name, kScratchMaxAge)) continue;
+    if (dir.remove_tree(name)) ++n;
+  }
+  return n;
 }
 
 }  // namespace
 
 uint64_t cache_bytes(const KernelCache& cache) {
+  Dir root;
+  if (cache.open_root(root) != 0) return 0;
   uint64_t total = 0;
-  for (const std::string& name : cache.entry_names()) total += disk_bytes(cache.entry_dir(name));
-  for (const char* sub : {kTmpDir, kTrashDir, kCorruptDir}) total += disk_bytes(cache.root() / sub);
+  for (const std::string& name : cache.entry_names()) total += root.disk_bytes(name);
+  for (const char* sub : {kTmpDir, kTrashDir, kCorruptDir}) total += root.disk_bytes(sub);
   return total;
 }
 
 bool remove_entry(const KernelCache& cache, const std::string& name,
-                  const std::function<bool(const fs::path&)>& should_remove) {
-  std::error_code ec;
-  fs::create_directories(cache.root() / kLocksDir, ec);
-  std::optional<EntryLock> lock = EntryLock::try_exclusive(cache.lock_file(name));
+                  const std::function<bool(const Dir& root, const std::string& name)>& should_remove) {
+  Dir root, trash;
+  if (!is_entry_name(name) || cache.open_root(root) != 0) return false;
+  std::optional<EntryLock> lock = cache.try_lock(name);
   if (!lock) return false;
-  const fs::path dir = cache.entry_dir(name);
   bool removed = false;
-  if (fs::is_directory(dir, ec) && (!should_remove || should_remove(dir))) {
-    fs::create_directories(cache.root() / kTrashDir, ec);
-    const fs::path victim = cache.root() / kTrashDir / scratch_name(name);
-    fs::rename(dir, victim, ec);
-    if (!ec) {
+  if (root.is_child_dir(name) && (!should_remove || should_remove(root, name)) &&
+      cache.open_work_dir(root, kTrashDir, true, trash) == 0) {
+    const std::string victim = scratch_name(name);
+    if (root.rename(name, trash, victim) == 0) {
       removed = true;
-      fs::remove_all(victim, ec);  // if we die here, remove_leftovers finishes the job
+      trash.remove_tree(victim);  // if we die here, remove_leftovers finishes the job
     }
   }
   // Unlinked while held: waiters notice the swap and retry on a fresh file.
@@ -60,19 +57,15 @@ bool remove_entry(const KernelCache& cache, const std::string& name,
 }
 
 size_t remove_leftovers(const KernelCache& cache, bool include_corrupt) {
-  size_t n = 0;
-  std::error_code ec;
-  for (const char* sub : {kTmpDir, kTrashDir})
-    for (const fs::path& p : children(cache.root() / sub))
-      if (scratch_is_abandoned(p, kScratchMaxAge) && fs::remove_all(p, ec) > 0) ++n;
-  if (include_corrupt)
-    for (const fs::path& p : children(cache.root() / kCorruptDir))
-      if (fs::remove_all(p, ec) > 0) ++n;
+  Dir root;
+  if (cache.open_root(root) != 0) return 0;
+  size_t n = remove_scratch(cache, root, kTmpDir, true) + remove_scratch(cache, root, kTrashDir, true);
+  if (include_corrupt) n += remove_scratch(cache, root, kCorruptDir, false);
   return n;
 }
 
 RemovalReport evict_to_fit(const KernelCache& cache, uint64_t max_bytes) {
-  const EntryLock serialised = housekeeping_lock(cache);
+  const EntryLock serialised = cache.cache_lock("housekeeping");
   RemovalReport r;
   r.bytes_before = cache_bytes(cache);
   if (r.bytes_before <= max_bytes) {
@@ -88,8 +81,10 @@ RemovalReport evict_to_fit(const KernelCache& cache, uint64_t max_bytes) {
     uint64_t bytes;
   };
   std::vector<Candidate> candidates;
-  for (const std::string& name : cache.entry_names())
-    candidates.push_back({name, last_used_ms(cache.entry_dir(name)), disk_bytes(cache.entry_dir(name))});
+  Dir root;
+  if (cache.open_root(root) == 0)
+    for (const std::string& name : cache.entry_names())
+      candidates.push_back({name, last_used_ms(root, name), root.disk_bytes(name)});
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     return a.last_used != b.last_used ? a.last_used < b.last_used : a.name < b.name;
   });
@@ -107,7 +102,7 @@ RemovalReport evict_to_fit(const KernelCache& cache, uint64_t max_bytes) {
 }
 
 RemovalReport clear_cache(const KernelCache& cache) {
-  const EntryLock serialised = housekeeping_lock(cache);
+  const EntryLock serialised = cache.cache_lock("housekeeping");
   RemovalReport r;
   r.bytes_before = cache_bytes(cache);
   for (const std::string& name : cache.entry_names()) {
@@ -115,18 +110,19 @@ RemovalReport clear_cache(const KernelCache& cache) {
     else ++r.busy;
   }
   r.leftovers = remove_leftovers(cache, /*include_corrupt=*/true);
-  std::error_code ec;
-  // Lock files of entries that no longer exist; entry_names() only lists directories.
-  for (const fs::path& p : children(cache.root() / kLocksDir)) {
-    const std::string file = p.filename().string();
-    if (file.size() < 6 || file.compare(file.size() - 5, 5, ".lock") != 0) continue;
-    const std::string name = file.substr(0, file.size() - 5);
-    if (!is_entry_name(name) || fs::exists(cache.entry_dir(name), ec)) continue;
-    if (std::optional<EntryLock> held = EntryLock::try_exclusive(p)) held->unlink_file();
-  }
-  {
-    const EntryLock stats = EntryLock::exclusive(cache.root() / kLocksDir / "stats.lock");
-    fs::remove(cache.root() / kStatsFile, ec);
+  Dir root, locks;
+  if (cache.open_root(root) == 0) {
+    // Lock files of entries that no longer exist; nothing else in .locks/ is touched.
+    if (cache.open_work_dir(root, kLocksDir, false, locks) == 0)
+      for (const std::string& file : locks.list()) {
+        if (file.size() < 6 || file.compare(file.size() - 5, 5, ".lock") != 0) continue;
+        const std::string name = file.substr(0, file.size() - 5);
+        if (!is_entry_name(name) || root.is_child_dir(name)) continue;
+        if (std::optional<EntryLock> held = EntryLock::try_exclusive(locks, file)) held->unlink_file();
+      }
+    const EntryLock stats = cache.cache_lock("stats");
+    struct stat st {};
+    if (root.stat_child(kStatsFile, st) == 0 && !S_ISDIR(st.st_mode)) root.remove_file(kStatsFile);
   }
   r.bytes_after = cache_bytes(cache);
   return r;

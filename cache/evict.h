@@ -29,10 +29,11 @@ struct RemovalReport {
 // should_remove (asked while the lock is held, so the entry cannot change under it)
 // says no.
 bool remove_entry(const KernelCache& cache, const std::string& name,
-                  const std::function<bool(const std::filesystem::path&)>& should_remove = {});
+                  const std::function<bool(const Dir& root, const std::string& name)>& should_remove = {});
 
 // Removes abandoned temporaries in .tmp/ and .trash/ (scratch.h decides what is
-// abandoned) and, with include_corrupt, everything in .corrupt/.  Returns the count.
+// abandoned) and, with include_corrupt, the entries moved to .corrupt/.  Only names spark
+// makes there are touched.  Returns the count.
 size_t remove_leftovers(const KernelCache& cache, bool include_corrupt);
 
 // Until the cache uses at most max_bytes of disk: leftovers and corrupt entries first,

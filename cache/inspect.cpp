@@ -6,7 +6,6 @@
 #include "cache/entry_lock.h"
 #include "cache/evict.h"
 #include "core/error.h"
-#include "core/files.h"
 
 namespace spark {
 
@@ -14,11 +13,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-size_t count_children(const fs::path& dir) {
-  std::error_code ec;
-  size_t n = 0;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
-  return n;
+size_t count_children(const KernelCache& cache, const Dir& root, const char* sub) {
+  Dir dir;
+  return cache.open_work_dir(root, sub, false, dir) == 0 ? dir.list().size() : 0;
 }
 
 // The key part of an entry name ("<key>-<hash16>").
@@ -30,13 +27,29 @@ EntryInfo describe_entry(const KernelCache& cache, const std::string& name) {
   EntryInfo e;
   e.name = name;
   e.dir = cache.entry_dir(name);
-  try {
-    e.manifest = Manifest::from_json(read_file(e.dir / kManifestFile));
-  } catch (const Error&) {
+  Dir root, entry;
+  if (cache.open_root(root) != 0 || root.open_child(name, false, entry) != 0) return e;
+  std::string text;
+  if (entry.read_file(kManifestFile, kMaxManifestBytes, text) == 0) {
+    try {
+      e.manifest = Manifest::from_json(text);
+    } catch (const Error&) {
+    }
   }
-  e.bytes = disk_bytes(e.dir);
-  e.last_used_ms = last_used_ms(e.dir);
+  e.bytes = root.disk_bytes(name);
+  e.last_used_ms = last_used_ms(root, name);
   return e;
+}
+
+std::string read_entry_file(const KernelCache& cache, const std::string& name, const char* file) {
+  Dir root, entry;
+  std::string why, text;
+  int err = cache.open_root(root, &why);
+  if (err == 0) err = root.open_child(name, false, entry);
+  if (err == 0) err = entry.read_file(file, entry_file_cap(file), text);
+  SPARK_CHECK(err == 0, SPARK_ERROR_CACHE, "cannot read {}: {}", (cache.entry_dir(name) / file).string(),
+              why.empty() ? file_error_text(err) : why);
+  return text;
 }
 
 std::vector<EntryInfo> list_entries(const KernelCache& cache) {
@@ -79,20 +92,20 @@ std::string find_entry(const KernelCache& cache, std::string_view query) {
 
 std::vector<EntryVerdict> verify_entries(const KernelCache& cache, bool fix) {
   std::vector<EntryVerdict> out;
-  std::error_code ec;
-  fs::create_directories(cache.root() / kLocksDir, ec);
+  Dir root;
+  if (cache.open_root(root) != 0) return out;
   for (const std::string& name : cache.entry_names()) {
     EntryVerdict v;
     v.name = name;
     EntryCheck c;
     {
-      const EntryLock reading = EntryLock::shared(cache.lock_file(name));
-      c = check_entry(cache.entry_dir(name));
+      const EntryLock reading = cache.shared_lock(root, name);
+      c = check_entry(root, name);
     }
     if (c.missing) continue;  // removed by another process meanwhile
     v.problem = c.problem;
     if (!v.problem.empty() && fix)
-      v.removed = remove_entry(cache, name, [](const fs::path& dir) { return !check_entry(dir).ok(); });
+      v.removed = remove_entry(cache, name, [](const Dir& r, const std::string& n) { return !check_entry(r, n).ok(); });
     out.push_back(std::move(v));
   }
   return out;
@@ -100,13 +113,15 @@ std::vector<EntryVerdict> verify_entries(const KernelCache& cache, bool fix) {
 
 CacheSummary summarize(const KernelCache& cache) {
   CacheSummary s;
+  Dir root;
+  if (cache.open_root(root) != 0) return s;
   for (const std::string& name : cache.entry_names()) {
     ++s.entries;
-    s.entry_bytes += disk_bytes(cache.entry_dir(name));
+    s.entry_bytes += root.disk_bytes(name);
   }
-  s.total_bytes = disk_bytes(cache.root());
-  s.corrupt = count_children(cache.root() / kCorruptDir);
-  s.temporaries = count_children(cache.root() / kTmpDir) + count_children(cache.root() / kTrashDir);
+  for (const std::string& name : root.list()) s.total_bytes += root.disk_bytes(name);
+  s.corrupt = count_children(cache, root, kCorruptDir);
+  s.temporaries = count_children(cache, root, kTmpDir) + count_children(cache, root, kTrashDir);
   s.stats = read_persistent_stats(cache.root());
   return s;
 }

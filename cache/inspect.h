@@ -25,6 +25,8 @@ struct EntryInfo {
 };
 
 EntryInfo describe_entry(const KernelCache& cache, const std::string& name);
+// One file of an entry (kSourceFile, ...), within its cap; throws CACHE saying why not.
+std::string read_entry_file(const KernelCache& cache, const std::string& name, const char* file);
 // Every entry, by name.  Reads manifests only; verify_entries() reads the cubins.
 std::vector<EntryInfo> list_entries(const KernelCache& cache);
 // Everything list and show report about an entry, as JSON.

@@ -65,13 +65,18 @@ Manifest make_manifest(const CacheId& id, const RenderedSource& src, const Compi
 
 }  // namespace
 
-bool KernelStore::writable() {
-  std::call_once(writable_checked_, [&] {
-    writable_ = cache_.ensure_writable();
+const CacheAccess& KernelStore::access() {
+  std::call_once(access_checked_, [&] {
+    access_ = cache_.prepare();
     // Builds that killed processes left behind; once per store is often enough.
-    if (writable_) remove_leftovers(cache_, /*include_corrupt=*/false);
+    if (access_.writable) remove_leftovers(cache_, /*include_corrupt=*/false);
+    // An untrusted directory is announced at once: not even its entries are used.
+    if (!access_.trusted)
+      log().warn("cache directory {} is not used: {}; spark neither reads nor writes it and compiles in memory "
+                 "(see README, \"Who may write the cache\")",
+                 cache_.root().string(), access_.problem);
   });
-  return writable_;
+  return access_;
 }
 
 void KernelStore::count(const CacheCounters& d) {
@@ -82,7 +87,7 @@ void KernelStore::count(const CacheCounters& d) {
   metrics_.evictions += d.evictions;
   metrics_.compile_us += static_cast<uint64_t>(d.compile_ms * 1000);
   metrics_.load_us += static_cast<uint64_t>(d.load_ms * 1000);
-  if (writable()) add_persistent_stats(cache_.root(), d);
+  if (access().writable) add_persistent_stats(cache_, d);
 }
 
 void KernelStore::record_module_load(double ms) {
@@ -121,12 +126,13 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
     return true;
   };
 
-  if (try_load(false)) return finish(BuildSource::kCacheHit);
+  const CacheAccess& dir = access();
+  if (dir.trusted && try_load(false)) return finish(BuildSource::kCacheHit);
   if (!jit_enabled()) {
     ++delta.misses;
     count(delta);
-    SPARK_FAIL(SPARK_ERROR_JIT_DISABLED, "kernel {} is not in the cache {} and SPARK_JIT=0 forbids compiling it",
-               key.name(), cache_.root().string());
+    SPARK_FAIL(SPARK_ERROR_JIT_DISABLED, "kernel {} is not in the cache {}{} and SPARK_JIT=0 forbids compiling it",
+               key.name(), cache_.root().string(), dir.trusted ? "" : " (not used: " + dir.problem + ")");
   }
   auto compile_counted = [&] {
     ++delta.misses;
@@ -140,21 +146,30 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
       throw;
     }
   };
-
-  if (!writable()) {
-    std::call_once(readonly_warning_, [&] {
-      log().warn("cache directory {} is not writable: compiling in memory, nothing is cached",
-                 cache_.root().string());
-    });
+  auto in_memory = [&] {
+    if (dir.trusted && !dir.writable)
+      std::call_once(readonly_warning_, [&] {
+        log().warn("cache directory {} is not writable ({}): compiling in memory, nothing is cached",
+                   cache_.root().string(), dir.problem);
+      });
     CompiledKernel c = compile_counted();
     out.manifest = make_manifest(id, out.rendered, c, nvrtc);
     out.cubin = std::move(c.cubin);
     return finish(BuildSource::kCompiledInMemory);
-  }
+  };
+  if (!dir.writable) return in_memory();
 
   // One compile per entry across processes: whoever holds the lock compiles; the others
-  // wait, then load the published entry.  A holder that dies drops the lock with it.
-  EntryLock lock = cache_.lock(id);
+  // wait, then load the published entry.  A holder that dies drops the lock with it.  A lock
+  // that cannot be had at all (a lock file planted or left unusable) costs the cache, not
+  // the kernel.
+  EntryLock lock;
+  try {
+    lock = cache_.lock(id);
+  } catch (const Error& e) {
+    std::call_once(lock_warning_, [&] { log().warn("{}; compiling in memory", e.what()); });
+    return in_memory();
+  }
   if (try_load(true)) return finish(BuildSource::kCacheHit);
   CompiledKernel c = compile_counted();
   Manifest manifest = make_manifest(id, out.rendered, c, nvrtc);
@@ -171,7 +186,13 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
     return finish(BuildSource::kCompiledInMemory);
   }
   // Still holding this entry's lock, so the cap never evicts what was just published.
-  if (const auto cap = cache_max_bytes()) delta.evictions += evict_to_fit(cache_, *cap).removed.size();
+  if (const auto cap = cache_max_bytes()) {
+    try {
+      delta.evictions += evict_to_fit(cache_, *cap).removed.size();
+    } catch (const Error& e) {
+      log().warn("cannot apply SPARK_CACHE_MAX_BYTES to {}: {}", cache_.root().string(), e.what());
+    }
+  }
   return finish(BuildSource::kCompiled);
 }
 

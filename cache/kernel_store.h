@@ -54,12 +54,14 @@ class KernelStore {
  private:
   // Adds delta to the in-memory metrics and the directory's persistent totals.
   void count(const CacheCounters& delta);
-  bool writable();
+  // What the cache directory allows, checked once (an untrusted one is announced then; a
+  // read-only one at its first compile).
+  const CacheAccess& access();
 
   KernelCache cache_;
   StoreMetrics metrics_;
-  std::once_flag writable_checked_, readonly_warning_;
-  bool writable_ = false;
+  std::once_flag access_checked_, lock_warning_, readonly_warning_;
+  CacheAccess access_;
 };
 
 }  // namespace spark

@@ -1,8 +1,11 @@
 #include "cache/scratch.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
-#include <cstdlib>
+#include <charconv>
 #include <csignal>
+#include <ctime>
 #include <random>
 
 #include <fmt/format.h>
@@ -31,6 +34,34 @@ bool process_exists(long pid) {
   return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
+bool all_hex(std::string_view s, size_t n) {
+  if (s.size() != n) return false;
+  for (const char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+struct Owner {
+  std::string_view base, host;
+  long pid = 0;
+};
+
+// Splits "<base>.<host>-<pid>-<random>"; false when the name is not of that form.
+bool parse_owner(std::string_view name, Owner& o) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return false;
+  const std::string_view owner = name.substr(dot + 1);
+  const size_t dash1 = owner.find('-'), dash2 = owner.rfind('-');
+  if (dash1 == std::string_view::npos || dash1 == dash2) return false;
+  const std::string_view pid = owner.substr(dash1 + 1, dash2 - dash1 - 1);
+  const auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), o.pid);
+  if (pid.empty() || ec != std::errc() || end != pid.data() + pid.size() || o.pid <= 0) return false;
+  if (!all_hex(owner.substr(0, dash1), 8) || !all_hex(owner.substr(dash2 + 1), 12)) return false;
+  o.base = name.substr(0, dot);
+  o.host = owner.substr(0, dash1);
+  return true;
+}
+
 }  // namespace
 
 std::string scratch_name(std::string_view base) {
@@ -38,23 +69,20 @@ std::string scratch_name(std::string_view base) {
   return fmt::format("{}.{}-{}-{:012x}", base, host_tag(), ::getpid(), rng() & 0xffffffffffffull);
 }
 
-bool scratch_is_abandoned(const std::filesystem::path& item, std::chrono::seconds max_age) {
-  std::error_code ec;
-  const auto written = std::filesystem::last_write_time(item, ec);
-  if (!ec && std::filesystem::file_time_type::clock::now() - written > max_age) return true;
+bool is_scratch_name(std::string_view name, std::string* base) {
+  Owner o;
+  if (!is_plain_name(name) || !parse_owner(name, o)) return false;
+  if (base) *base = std::string(o.base);
+  return true;
+}
 
-  const std::string name = item.filename().string();
-  const size_t dot = name.rfind('.');
-  if (dot == std::string::npos) return false;
-  const std::string owner = name.substr(dot + 1);  // "<host tag>-<pid>-<random>"
-  const size_t dash1 = owner.find('-');
-  const size_t dash2 = dash1 == std::string::npos ? dash1 : owner.find('-', dash1 + 1);
-  if (dash2 == std::string::npos || owner.substr(0, dash1) != host_tag()) return false;
-  char* end = nullptr;
-  const std::string pid_text = owner.substr(dash1 + 1, dash2 - dash1 - 1);
-  const long pid = std::strtol(pid_text.c_str(), &end, 10);
-  if (pid_text.empty() || *end != '\0') return false;
-  return !process_exists(pid);
+bool scratch_is_abandoned(const Dir& dir, std::string_view name, std::chrono::seconds max_age) {
+  Owner o;
+  if (!is_plain_name(name) || !parse_owner(name, o)) return false;
+  struct stat st {};
+  if (dir.stat_child(name, st) != 0) return false;
+  if (std::time(nullptr) - st.st_mtime > max_age.count()) return true;
+  return o.host == host_tag() && !process_exists(o.pid);
 }
 
 }  // namespace spark

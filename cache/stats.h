@@ -11,6 +11,9 @@
 namespace spark {
 
 inline constexpr const char* kStatsFile = "stats.json";
+inline constexpr uint64_t kMaxStatsBytes = uint64_t(64) << 10;
+
+class KernelCache;
 
 struct CacheCounters {
   uint64_t hits = 0;             // kernels served from a verified entry
@@ -30,12 +33,13 @@ struct PersistentStats {
   int64_t updated_unix_ms = 0;  // last update
 };
 
-// Adds delta to the directory's totals.  Best effort and never throws: a read-only
-// cache keeps no totals, and stats must never fail a kernel load.
-void add_persistent_stats(const std::filesystem::path& root, const CacheCounters& delta) noexcept;
+// Adds delta to the cache's totals.  Best effort and never throws: a read-only or
+// untrusted cache keeps no totals, and stats must never fail a kernel load.
+void add_persistent_stats(const KernelCache& cache, const CacheCounters& delta) noexcept;
 // The totals as the JSON object stats.json holds (spark-cache stats --json reuses it).
 std::string persistent_stats_json(const PersistentStats& s);
-// Zeros when the file is absent or unreadable.
+// Zeros when the file is absent, unreadable, not a regular file of at most
+// kMaxStatsBytes, or holds a value spark never writes (negative, NaN, not a number).
 PersistentStats read_persistent_stats(const std::filesystem::path& root);
 
 }  // namespace spark

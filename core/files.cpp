@@ -40,7 +40,7 @@ std::string read_file(const std::filesystem::path& path) {
 namespace {
 
 void write_and_close(const std::filesystem::path& path, std::string_view bytes, bool sync) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   SPARK_CHECK(fd >= 0, SPARK_ERROR_CACHE, "cannot create {}: {}", path.string(), std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -49,14 +49,20 @@ void write_and_close(const std::filesystem::path& path, std::string_view bytes, 
     if (n < 0) {
       const int err = errno;
       ::close(fd);
+      ::unlink(path.c_str());  // no partial file stays behind
       SPARK_FAIL(SPARK_ERROR_CACHE, "cannot write {}: {}", path.string(), std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
   const bool synced = !sync || ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  SPARK_CHECK(synced, SPARK_ERROR_CACHE, "cannot fsync {}: {}", path.string(), std::strerror(err));
+  int err = errno;
+  // Some filesystems (NFS) report a failed write only at close.
+  const bool closed = ::close(fd) == 0;
+  if (synced && !closed) err = errno;
+  if (!synced || !closed) {
+    ::unlink(path.c_str());
+    SPARK_FAIL(SPARK_ERROR_CACHE, "cannot {} {}: {}", synced ? "close" : "fsync", path.string(), std::strerror(err));
+  }
 }
 
 }  // namespace
@@ -65,13 +71,6 @@ void write_file(const std::filesystem::path& path, std::string_view bytes) { wri
 
 void write_file_synced(const std::filesystem::path& path, std::string_view bytes) {
   write_and_close(path, bytes, true);
-}
-
-void fsync_dir(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // best effort: some filesystems refuse opening directories
-  ::fsync(fd);
-  ::close(fd);
 }
 
 }  // namespace spark

@@ -1,10 +1,10 @@
 #include "generator/nvrtc_compile.h"
 
 #include <chrono>
+#include <mutex>
 #include <regex>
 
 #include <cuda.h>  // CUDA_VERSION: the toolkit this library was built with
-#include <elf.h>
 #include <nvrtc.h>
 
 #include <cstring>
@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "generator/cubin_elf.h"
 #include "generator/embedded_templates.h"
 
 namespace spark {
@@ -108,6 +109,8 @@ std::string program_log(nvrtcProgram p) {
 void dump(const RenderedSource& src, const CompiledKernel& out, nvrtcProgram prog, bool ok) {
   const auto dir = dump_dir();
   if (!dir) return;
+  // A debugging aid: a directory that cannot be made or written is reported once and the
+  // compile goes on.
   try {
     std::filesystem::create_directories(*dir);
     const std::string base = (*dir / src.key.name()).string();
@@ -120,8 +123,9 @@ void dump(const RenderedSource& src, const CompiledKernel& out, nvrtcProgram pro
       ptx.resize(ptx_size - 1);
       write_file_synced(base + ".ptx", ptx);
     }
-  } catch (const Error& e) {
-    log().warn("SPARK_DUMP_DIR: {}", e.what());
+  } catch (const std::exception& e) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] { log().warn("SPARK_DUMP_DIR={}: {}; compiling without dumps", dir->string(), e.what()); });
   }
 }
 
@@ -155,77 +159,6 @@ KernelResources parse_ptxas_report(const std::string& log) {
     r.spill_bytes = std::stoi(m[2]) + std::stoi(m[3]);
   }
   return r;
-}
-
-namespace {
-
-// EIATTR codes of .nv.info entries (per-function attributes keyed by symbol index).
-constexpr uint8_t kEiattrFrameSize = 0x11;
-constexpr uint8_t kEiattrRegcount = 0x2f;
-constexpr uint8_t kEifmtSval = 0x04;  // u16 size + payload; other formats: 2-byte value
-
-}  // namespace
-
-void fill_resources_from_cubin(const std::string& cubin, const char* kernel, KernelResources& r) {
-  const char* b = cubin.data();
-  const size_t size = cubin.size();
-  if (size < sizeof(Elf64_Ehdr) || std::memcmp(b, ELFMAG, SELFMAG) != 0 || b[EI_CLASS] != ELFCLASS64) return;
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, b, sizeof eh);
-  if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff + uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr) > size ||
-      eh.e_shstrndx >= eh.e_shnum)
-    return;
-  auto section = [&](int i) {
-    Elf64_Shdr sh;
-    std::memcpy(&sh, b + eh.e_shoff + uint64_t(i) * sizeof sh, sizeof sh);
-    return sh;
-  };
-  auto in_bounds = [&](const Elf64_Shdr& sh) { return sh.sh_offset <= size && sh.sh_size <= size - sh.sh_offset; };
-  auto cstr = [&](const Elf64_Shdr& table, uint64_t at) -> std::string {
-    if (!in_bounds(table) || at >= table.sh_size) return {};
-    const char* p = b + table.sh_offset + at;
-    return std::string(p, strnlen(p, table.sh_size - at));
-  };
-  const Elf64_Shdr names = section(eh.e_shstrndx);
-  Elf64_Shdr info{}, symtab{}, shared{};
-  bool have_info = false, have_symtab = false, have_shared = false;
-  for (int i = 0; i < eh.e_shnum; ++i) {
-    const Elf64_Shdr sh = section(i);
-    const std::string n = cstr(names, sh.sh_name);
-    if (n == ".nv.info") info = sh, have_info = true;
-    else if (n == ".symtab") symtab = sh, have_symtab = true;
-    else if (n == std::string(".nv.shared.") + kernel) shared = sh, have_shared = true;
-  }
-  if (r.shared_static_bytes < 0) r.shared_static_bytes = have_shared ? static_cast<int>(shared.sh_size) : 0;
-  if (!have_info || !have_symtab || !in_bounds(info) || !in_bounds(symtab) || symtab.sh_link >= eh.e_shnum) return;
-  const Elf64_Shdr strtab = section(static_cast<int>(symtab.sh_link));
-  auto symbol_is_kernel = [&](uint32_t index) {
-    if (uint64_t(index + 1) * sizeof(Elf64_Sym) > symtab.sh_size) return false;
-    Elf64_Sym sym;
-    std::memcpy(&sym, b + symtab.sh_offset + uint64_t(index) * sizeof sym, sizeof sym);
-    return cstr(strtab, sym.st_name) == kernel;
-  };
-  for (uint64_t p = 0; p + 4 <= info.sh_size;) {
-    const char* e = b + info.sh_offset + p;
-    const uint8_t format = static_cast<uint8_t>(e[0]), attr = static_cast<uint8_t>(e[1]);
-    uint16_t payload = 0;
-    std::memcpy(&payload, e + 2, 2);
-    if (format != kEifmtSval) {
-      p += 4;
-      continue;
-    }
-    if (p + 4 + payload > info.sh_size) break;
-    if (payload == 8 && (attr == kEiattrRegcount || attr == kEiattrFrameSize)) {
-      uint32_t sym = 0, value = 0;
-      std::memcpy(&sym, e + 4, 4);
-      std::memcpy(&value, e + 8, 4);
-      if (symbol_is_kernel(sym)) {
-        if (attr == kEiattrRegcount && r.registers < 0) r.registers = static_cast<int>(value);
-        if (attr == kEiattrFrameSize && r.local_bytes < 0) r.local_bytes = static_cast<int>(value);
-      }
-    }
-    p += 4 + payload;
-  }
 }
 
 CompiledKernel compile(const RenderedSource& src) {

@@ -32,10 +32,5 @@ std::vector<std::string> compile_options(const std::string& arch);
 CompiledKernel compile(const RenderedSource& src);
 // Parses "ptxas info : Used N registers ..." lines (exposed for tests).
 KernelResources parse_ptxas_report(const std::string& log);
-// Registers and stack frame of `kernel` from the cubin's .nv.info attributes
-// (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE), static shared memory from .nv.shared.<kernel>.
-// Fills only what ptxas' report left at -1, so the resources are known even where NVRTC
-// prints no ptxas report.  Spill counts exist only in that report.
-void fill_resources_from_cubin(const std::string& cubin, const char* kernel, KernelResources& r);
 
 }  // namespace spark

@@ -2,6 +2,7 @@
 // compile fast, child processes, and captured log warnings.
 #pragma once
 
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,11 +11,14 @@
 #include <filesystem>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "cache/cache.h"
+#include "core/dir.h"
 #include "core/log.h"
 #include "generator/kernel_key.h"
 #include "generator/nvrtc_compile.h"
@@ -36,6 +40,13 @@ struct TempDir {
     fs::remove_all(path, ec);
   }
 };
+
+// An existing directory, opened (the cache's fd-based calls take one).
+inline spark::Dir open_dir(const fs::path& path) {
+  spark::Dir d;
+  if (spark::Dir::open(path, d) != 0) throw std::runtime_error("cannot open " + path.string());
+  return d;
+}
 
 // Keys of the {1,16} regime on sm_90a: about 0.15 s to compile each.
 inline spark::KernelKey small_key(int heads = 8, spark::OutDtype out = spark::OutDtype::kBf16, int k = 128) {
@@ -72,6 +83,30 @@ int in_child(Fn&& fn) {
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 200 + WTERMSIG(status);
 }
+
+// Runs fn in a forked child as another user: uid, primary group gid, supplementary groups
+// `groups`, and umask `mask` (root only; 90 when the switch fails).  SIGALRM after
+// `timeout_s` turns a hang into exit code 200 + SIGALRM.
+template <class Fn>
+int as_user(uid_t uid, gid_t gid, std::vector<gid_t> groups, mode_t mask, Fn&& fn, unsigned timeout_s = 60) {
+  return in_child([&] {
+    ::alarm(timeout_s);
+    ::umask(mask);
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) return 90;
+    return fn();
+  });
+}
+
+// The same in this user, with only the timeout.
+template <class Fn>
+int with_timeout(unsigned timeout_s, Fn&& fn) {
+  return in_child([&] {
+    ::alarm(timeout_s);
+    return fn();
+  });
+}
+
+inline bool is_root() { return ::geteuid() == 0; }
 
 // Collects what spark logs while alive (the "spark" logger only; the host's are untouched).
 class CapturedLog {

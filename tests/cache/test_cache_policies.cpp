@@ -150,8 +150,9 @@ TEST_CASE("eviction never removes an entry another process is loading or publish
   const pid_t holder = ::fork();
   if (holder == 0) {
     // The locks a loader (shared) and a publisher (exclusive) hold.
-    EntryLock reader = EntryLock::shared(cache.lock_file(loading.dir.filename().string()));
-    EntryLock writer = EntryLock::exclusive(cache.lock_file(publishing.dir.filename().string()));
+    const Dir locks = open_dir(dir.path / kLocksDir);
+    EntryLock reader = EntryLock::shared(locks, loading.dir.filename().string() + ".lock");
+    EntryLock writer = EntryLock::exclusive(locks, publishing.dir.filename().string() + ".lock");
     if (!reader.held() || ::write(ready[1], "R", 1) != 1) std::_Exit(3);
     for (;;) ::pause();
   }
@@ -187,8 +188,9 @@ TEST_CASE("temporaries of dead processes are removed, a live process's are kept"
     fs::create_directories(p);
     write_file_synced(p / kCubinFile, "half");
   }
-  CHECK(scratch_is_abandoned(dead, kScratchMaxAge));
-  CHECK(!scratch_is_abandoned(live, kScratchMaxAge));
+  const Dir tmp = open_dir(dir.path / kTmpDir);
+  CHECK(scratch_is_abandoned(tmp, dead.filename().string(), kScratchMaxAge));
+  CHECK(!scratch_is_abandoned(tmp, live.filename().string(), kScratchMaxAge));
   KernelStore store(dir.path);
   store.get(small_key());  // a store cleans up once, on first use
   CHECK(!fs::exists(dead));

@@ -56,10 +56,10 @@ pid_t spawn_prewarm(const fs::path& cache_dir) {
 
 // Temporaries whose owner is dead: what a kill mid-publish leaves behind.
 size_t count_abandoned(const fs::path& dir) {
-  std::error_code ec;
+  Dir d;
+  if (Dir::open(dir, d) != 0) return 0;
   size_t n = 0;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    n += scratch_is_abandoned(it->path(), kScratchMaxAge) ? 1 : 0;
+  for (const std::string& name : d.list()) n += scratch_is_abandoned(d, name, kScratchMaxAge) ? 1 : 0;
   return n;
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "generator/cubin_elf.h"
 #include "generator/nvrtc_compile.h"
 #include "generator/tile_config.h"
 
@@ -62,6 +63,7 @@ TEST_CASE("NVRTC compiles, without a GPU and without spills, every tile the tabl
       CAPTURE(keys[first + i].name());
       const CompiledKernel c = jobs[i].get();
       CHECK(is_elf(c.cubin));
+      CHECK(cubin_problem(c.cubin, keys[first + i].arch, kKernelEntryName) == "");
       CHECK(c.resources.registers > 0);
       CHECK(c.resources.spill_bytes == 0);
       CHECK(c.compile_ms > 0);
@@ -92,6 +94,20 @@ TEST_CASE("registers are read from the cubin itself, agreeing with ptxas") {
   KernelResources none;
   fill_resources_from_cubin("not an elf", kKernelEntryName, none);
   CHECK(none.registers == -1);
+}
+
+TEST_CASE("a cubin is checked for its arch and kernel before anyone loads it") {
+  const CompiledKernel c = compile(render(key("sm_90a", {1, 16}, OutDtype::kBf16)));
+  CHECK(cubin_problem(c.cubin, "sm_90a", kKernelEntryName) == "");
+  CHECK(cubin_problem(c.cubin, "sm_100a", kKernelEntryName) == "the cubin is for sm_90, not sm_100a");
+  CHECK(cubin_problem(c.cubin, "sm_90a", "another_kernel") == "the cubin has no kernel named another_kernel");
+  CHECK(cubin_problem("NOT A CUBIN", "sm_90a", kKernelEntryName).find("not a 64-bit ELF image") != std::string::npos);
+  // Cut anywhere, every offset stays inside the bytes (ASan checks the reads).
+  for (size_t cut : {size_t{16}, size_t{64}, c.cubin.size() / 2, c.cubin.size() - 64})
+    CHECK(cubin_problem(std::string_view(c.cubin).substr(0, cut), "sm_90a", kKernelEntryName) != "");
+  std::string x86 = c.cubin;
+  x86[18] = 62;  // e_machine: EM_X86_64
+  CHECK(cubin_problem(x86, "sm_90a", kKernelEntryName).find("not a CUDA executable") != std::string::npos);
 }
 
 TEST_CASE("ptxas resource report parsing") {

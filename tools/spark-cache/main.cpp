@@ -17,11 +17,14 @@
 #include "cache/inspect.h"
 #include "core/env.h"
 #include "core/error.h"
-#include "core/files.h"
 
 namespace {
 
 using nlohmann::ordered_json;
+
+// JSON for a terminal or a pipe: a path that is not UTF-8 (the cache root is the user's
+// choice) is printed with replacement characters rather than failing the command.
+std::string dump(const ordered_json& j) { return j.dump(2, ' ', false, ordered_json::error_handler_t::replace); }
 
 std::string human_bytes(uint64_t b) {
   if (b < 1024) return fmt::format("{} B", b);
@@ -40,7 +43,7 @@ int cmd_list(const spark::KernelCache& cache, bool json) {
   if (json) {
     ordered_json j = ordered_json::array();
     for (const auto& e : entries) j.push_back(spark::entry_json(e));
-    std::cout << j.dump(2) << "\n";
+    std::cout << dump(j) << "\n";
     return 0;
   }
   fmt::print("{:<72} {:>10} {:>5} {:>9} {:>7}  {}\n", "ENTRY", "SIZE", "REGS", "SMEM B", "LOCAL B", "LAST USED");
@@ -69,8 +72,8 @@ int cmd_show(const spark::KernelCache& cache, const std::string& query, bool jso
     ordered_json j = spark::entry_json(e);
     j["verified"] = check.ok();
     if (!check.ok()) j["problem"] = check.problem;
-    if (source) j["source_text"] = spark::read_file(e.dir / spark::kSourceFile);
-    std::cout << j.dump(2) << "\n";
+    if (source) j["source_text"] = spark::read_entry_file(cache, name, spark::kSourceFile);
+    std::cout << dump(j) << "\n";
     return check.ok() ? 0 : 1;
   }
   fmt::print("entry       {}\n", e.name);
@@ -95,7 +98,7 @@ int cmd_show(const spark::KernelCache& cache, const std::string& query, bool jso
   }
   fmt::print("last used   {}\n", local_time(e.last_used_ms));
   fmt::print("disk        {}\n", human_bytes(e.bytes));
-  if (source) fmt::print("\n{}", spark::read_file(e.dir / spark::kSourceFile));
+  if (source) fmt::print("\n{}", spark::read_entry_file(cache, name, spark::kSourceFile));
   return check.ok() ? 0 : 1;
 }
 
@@ -113,7 +116,7 @@ int cmd_verify(const spark::KernelCache& cache, bool fix, bool json) {
                  v.removed ? " (removed)" : fix ? " (in use by another process: not removed)" : "");
   }
   if (json) {
-    std::cout << ordered_json{{"entries", verdicts.size()}, {"bad", bad}, {"unfixed", unfixed}, {"results", j}}.dump(2)
+    std::cout << dump(ordered_json{{"entries", verdicts.size()}, {"bad", bad}, {"unfixed", unfixed}, {"results", j}})
               << "\n";
   } else {
     fmt::print("{} entries: {} sound, {} bad{}\n", verdicts.size(), verdicts.size() - bad, bad,
@@ -163,7 +166,7 @@ int cmd_stats(const spark::KernelCache& cache, bool json) {
                       {"temporaries", s.temporaries}};
     const ordered_json totals = ordered_json::parse(spark::persistent_stats_json(s.stats));
     for (const auto& [name, value] : totals.items()) j[name] = value;
-    std::cout << j.dump(2) << "\n";
+    std::cout << dump(j) << "\n";
     return 0;
   }
   fmt::print("cache        {}\n", cache.root().string());
@@ -186,9 +189,11 @@ int cmd_export(const spark::KernelCache& cache, const std::string& file) {
 int cmd_import(const spark::KernelCache& cache, const std::string& file) {
   const spark::ImportReport r = spark::import_cache(cache, file);
   for (const auto& n : r.replaced) fmt::print("replaced corrupt {}\n", n);
-  fmt::print("imported {} entries, {} already present, {} corrupt replaced, into {}\n", r.imported.size(),
-             r.kept.size(), r.replaced.size(), cache.root().string());
-  return 0;
+  for (const auto& n : r.unreadable)
+    std::cerr << "spark-cache import: left alone an entry this user cannot read: " << n << "\n";
+  fmt::print("imported {} entries, {} already present, {} corrupt replaced, {} unreadable left alone, into {}\n",
+             r.imported.size(), r.kept.size(), r.replaced.size(), r.unreadable.size(), cache.root().string());
+  return r.unreadable.empty() ? 0 : 1;
 }
 
 }  // namespace

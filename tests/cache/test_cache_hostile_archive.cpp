@@ -1,0 +1,297 @@
+// Archives are untrusted input: every refusal import owes, archives built field by field the
+// way an attacker (or a broken tool) would, and an import that runs out of disk halfway.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/archive.h"
+#include "cache/inspect.h"
+#include "cache/kernel_store.h"
+#include "cache/stats.h"
+#include "core/error.h"
+#include "cache/evict.h"
+#include "core/files.h"
+#include "tests/cache/cache_test_util.h"
+
+using namespace spark;
+using namespace spark_test;
+
+namespace {
+
+struct Archived {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> files;  // in archive order
+};
+
+template <class T>
+void put(std::string& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+}
+
+void put_text(std::string& out, std::string_view s) {
+  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
+  out.append(s);
+}
+
+// XXH3-64 of the bytes (the manifest's checksum, as a number).
+uint64_t xxh3(const std::string& data) { return std::stoull(checksum_hex(data), nullptr, 16); }
+
+// The archive format of cache/archive.h, written independently of the exporter.
+std::string make_archive(const std::vector<Archived>& entries) {
+  std::string b = "SPKCACHE";
+  put<uint32_t>(b, kArchiveFormatVersion);
+  put<uint32_t>(b, static_cast<uint32_t>(kCacheFormatVersion));
+  put<uint64_t>(b, entries.size());
+  for (const Archived& e : entries) {
+    put_text(b, e.name);
+    put<uint32_t>(b, static_cast<uint32_t>(e.files.size()));
+    for (const auto& [name, data] : e.files) {
+      put_text(b, name);
+      put<uint64_t>(b, data.size());
+      put<uint64_t>(b, xxh3(data));
+      b += data;
+    }
+  }
+  put<uint64_t>(b, xxh3(b));
+  return b + "SPKCEND\n";
+}
+
+// A real entry's files, as export writes them.
+Archived archived(const BuiltKernel& k) {
+  Archived a;
+  a.name = k.dir.filename().string();
+  for (const char* f : {kManifestFile, kCubinFile, kSourceFile, kLogFile}) a.files.emplace_back(f, read_file(k.dir / f));
+  return a;
+}
+
+std::string& file_of(Archived& a, const char* name) {
+  for (auto& [n, data] : a.files)
+    if (n == name) return data;
+  throw std::runtime_error(name);
+}
+
+// Replaces the cubin and makes every checksum agree with the new bytes.
+void swap_cubin(Archived& a, const std::string& cubin) {
+  file_of(a, kCubinFile) = cubin;
+  auto m = nlohmann::ordered_json::parse(file_of(a, kManifestFile));
+  m["cubin_size"] = cubin.size();
+  m["cubin_xxh3"] = checksum_hex(cubin);
+  file_of(a, kManifestFile) = m.dump(2) + "\n";
+}
+
+// The message of the Error import_cache throws; "" when it imports.
+std::string import_refusal(const KernelCache& cache, const fs::path& file) {
+  try {
+    import_cache(cache, file);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("import refuses hostile entries before publishing anything") {
+  TempDir build, target, files;
+  KernelStore store(build.path);
+  const BuiltKernel a = store.get(small_key(8)), b = store.get(small_key(16));
+  const BuiltKernel other_arch = [&] {
+    KernelKey k = small_key(8);
+    k.arch = "sm_100a";
+    return store.get(k);
+  }();
+  const KernelCache cache(target.path);
+  auto refuse = [&](const std::string& label, const std::vector<Archived>& entries, const std::string& expected) {
+    CAPTURE(label);
+    const fs::path f = files.path / (label + ".spk");
+    write_file_synced(f, make_archive(entries));
+    const std::string why = import_refusal(cache, f);
+    CHECK_MESSAGE(why.find(expected) != std::string::npos, why);
+    CHECK(cache.entry_names().empty());  // the sound entry before the bad one is not published either
+  };
+  const Archived good = archived(a);
+  REQUIRE(import_refusal(cache, [&] {
+            write_file_synced(files.path / "good.spk", make_archive({good, archived(b)}));
+            return files.path / "good.spk";
+          }()) == "");
+  REQUIRE(cache.entry_names().size() == 2);
+  clear_cache(cache);
+
+  Archived not_cubin = archived(b);
+  swap_cubin(not_cubin, "NOT A CUBIN");
+  refuse("not-a-cubin", {good, not_cubin}, "not a 64-bit ELF image");
+  Archived wrong_arch = archived(b);
+  swap_cubin(wrong_arch, read_file(other_arch.dir / kCubinFile));
+  refuse("cubin-of-another-arch", {good, wrong_arch}, "the cubin is for sm_100, not sm_90a");
+
+  Archived half_hash = archived(b);
+  {
+    auto m = nlohmann::ordered_json::parse(file_of(half_hash, kManifestFile));
+    m["hash"] = m["hash"].get<std::string>().substr(0, 16) + std::string(16, '0');
+    file_of(half_hash, kManifestFile) = m.dump(2) + "\n";
+  }
+  refuse("hash-matching-16-digits", {good, half_hash}, "is not the hash of the entry's own");
+
+  for (const std::string& bad : {std::string("mla_qproj\x1b[2J.h8-0123456789abcdef"),
+                                 std::string("mla_qproj.h8\nFAKE OUTPUT LINE-0123456789abcdef"),
+                                 std::string(230, 'k') + "-0123456789abcdef", std::string("../../etc-0123456789abcdef")}) {
+    Archived forged = archived(b);
+    forged.name = bad;
+    refuse("forged-name", {good, forged}, "has a name no cache entry has");
+  }
+  refuse("duplicate", {good, archived(b), archived(b)}, "appears twice");
+  Archived no_log = archived(b);
+  no_log.files.pop_back();
+  refuse("no-nvrtc-log", {good, no_log}, "has 3 files, not the 4");
+  Archived extra = archived(b);
+  extra.files.back().first = "run.sh";
+  refuse("unexpected-file", {good, extra}, "has an unexpected file");
+  Archived huge = archived(b);
+  file_of(huge, kManifestFile) = std::string(kMaxManifestBytes + 1, ' ');
+  refuse("manifest-above-cap", {good, huge}, "above the 65536-byte cap");
+}
+
+TEST_CASE("import reads only regular files and never a whole archive into memory") {
+  TempDir target, files;
+  const KernelCache cache(target.path);
+  const fs::path fifo = files.path / "pipe.spk";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  const fs::path sparse = files.path / "sparse.spk";
+  {
+    // A header that promises one entry whose cubin is 16 GiB: refused at the cap, not read.
+    std::string head = "SPKCACHE";
+    put<uint32_t>(head, kArchiveFormatVersion);
+    put<uint32_t>(head, static_cast<uint32_t>(kCacheFormatVersion));
+    put<uint64_t>(head, 1);
+    put_text(head, id_of(small_key()).name);
+    put<uint32_t>(head, 4);
+    put_text(head, kCubinFile);
+    put<uint64_t>(head, uint64_t(16) << 30);
+    write_file_synced(sparse, head);
+    REQUIRE(::truncate(sparse.c_str(), off_t(16) << 30) == 0);
+  }
+  const int rc = with_timeout(30, [&] {
+    const std::string a = import_refusal(cache, fifo), b = import_refusal(cache, "/dev/zero"),
+                      c = import_refusal(cache, sparse);
+    if (a.find("is not a regular file") == std::string::npos) return 1;
+    if (b.find("is not a regular file") == std::string::npos) return 2;
+    return c.find("above the 67108864-byte cap") != std::string::npos ? 0 : 3;
+  });
+  CHECK(rc == 0);
+}
+
+TEST_CASE("an import that runs out of disk halfway publishes none of its entries") {
+  TempDir build, target, files;
+  KernelStore store(build.path);
+  std::vector<Archived> entries;
+  for (int h : {8, 16, 32}) entries.push_back(archived(store.get(small_key(h))));
+  // Every file of the first entry fits; the disk "fills" while the second entry is staged
+  // (its compile log, which no manifest covers, is made the largest file).
+  uint64_t first = 0;
+  for (const auto& [name, data] : entries[0].files) first = std::max<uint64_t>(first, data.size());
+  file_of(entries[1], kLogFile) = std::string(first + 4096, 'x');
+  const fs::path f = files.path / "three.spk";
+  write_file_synced(f, make_archive(entries));
+  const KernelCache cache(target.path);
+  REQUIRE(cache.ensure_writable());
+  const int rc = in_child([&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{static_cast<rlim_t>(first + 16), static_cast<rlim_t>(first + 16)};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 90;
+    const std::string why = import_refusal(cache, f);
+    return why.find("cannot write") != std::string::npos ? 0 : 1;
+  });
+  CHECK(rc == 0);
+  CHECK(cache.entry_names().empty());
+  CHECK(fs::is_empty(target.path / kTmpDir));  // the staged entries went too
+  // ... and then it fits.
+  CHECK(import_cache(cache, f).imported.size() == 3);
+}
+
+TEST_CASE("import honours SPARK_CACHE_MAX_BYTES and leaves an unreadable entry alone") {
+  TempDir build, target, files;
+  KernelStore store(build.path);
+  const BuiltKernel a = store.get(small_key(8)), b = store.get(small_key(16));
+  const fs::path f = files.path / "two.spk";
+  write_file_synced(f, make_archive({archived(a), archived(b)}));
+  const KernelCache cache(target.path);
+  ::setenv("SPARK_CACHE_MAX_BYTES", "4K", 1);
+  const std::string why = import_refusal(cache, f);
+  ::unsetenv("SPARK_CACHE_MAX_BYTES");
+  CHECK(why.find("more than SPARK_CACHE_MAX_BYTES") != std::string::npos);
+  CHECK(cache.entry_names().empty());
+
+  if (!is_root()) {
+    MESSAGE("skipped the unreadable-entry part: it runs as another user, which needs root");
+    return;
+  }
+  // A cache of user 54001 whose entry's cubin that user cannot read (EACCES): import says so
+  // and leaves it where it is, as a load does; it is not damage to move aside.
+  TempDir base;
+  fs::permissions(base.path, fs::perms::all);
+  fs::permissions(files.path, fs::perms::all);
+  const fs::path root = base.path / "cache";
+  const int rc = as_user(54001, 54001, {54001}, 022, [&] {
+    const BuiltKernel mine = KernelStore(root).get(small_key(8));
+    if (::chmod((mine.dir / kCubinFile).c_str(), 0) != 0) return 1;
+    const ImportReport r = import_cache(KernelCache(root), f);
+    if (r.unreadable.size() != 1 || r.imported.size() != 1) return 2;
+    return fs::exists(mine.dir / kCubinFile) && !fs::exists(root / kCorruptDir) ? 0 : 3;
+  });
+  CHECK(rc == 0);
+}
+
+TEST_CASE("an entry that is not what its manifest says is refused by loads and verify too") {
+  TempDir dir, other;
+  KernelStore store(dir.path);
+  const KernelKey key = small_key();
+  const BuiltKernel k = store.get(key);
+  KernelKey sm100 = key;
+  sm100.arch = "sm_100a";
+  const BuiltKernel foreign = KernelStore(other.path).get(sm100);
+  // A cubin of another arch, with the manifest's size and checksum made to match.
+  auto m = nlohmann::ordered_json::parse(read_file(k.dir / kManifestFile));
+  m["cubin_size"] = foreign.cubin.size();
+  m["cubin_xxh3"] = checksum_hex(foreign.cubin);
+  write_file_synced(k.dir / kManifestFile, m.dump(2) + "\n");
+  write_file_synced(k.dir / kCubinFile, foreign.cubin);
+  const auto verdicts = verify_entries(store.cache(), false);
+  REQUIRE(verdicts.size() == 1);
+  CHECK(verdicts[0].problem == "the cubin is for sm_100, not sm_90a");
+  CapturedLog log;
+  KernelStore fresh(dir.path);
+  CHECK(fresh.get(key).source == BuildSource::kCompiled);  // moved aside, rebuilt
+  CHECK(fresh.metrics().corrupt == 1);
+}
+
+TEST_CASE("stats.json values spark never writes are not believed; a failed update leaves no temporary") {
+  TempDir dir;
+  KernelStore store(dir.path);
+  store.get(small_key());
+  for (const char* bad : {R"({"hits": -1})", R"({"compile_ms": -5.0})", R"({"hits": 1.5})", R"({"misses": "7"})",
+                          R"({"load_ms": 1e300})", R"([1, 2])"}) {
+    CAPTURE(bad);
+    write_file_synced(dir.path / kStatsFile, bad);
+    const PersistentStats s = read_persistent_stats(dir.path);
+    CHECK(s.counters.hits == 0);
+    CHECK(s.counters.misses == 0);
+    CHECK(s.counters.compile_ms == 0);
+    CHECK(s.counters.load_ms == 0);
+  }
+  fs::remove(dir.path / kStatsFile);
+  // A full disk during the update a hit makes: nothing, not even an empty file, stays in .tmp.
+  const int rc = in_child([&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{8, 8};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 90;
+    return KernelStore(dir.path).get(small_key()).source == BuildSource::kCacheHit ? 0 : 1;
+  });
+  CHECK(rc == 0);
+  CHECK(fs::is_empty(dir.path / kTmpDir));
+}
