@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -24,16 +25,31 @@ struct LoadedKernel {
   BuildSource source = BuildSource::kCacheHit;
 };
 
-// Makes a context current on this thread for the object's lifetime.
+// Makes a context current on this thread for the object's lifetime: pushed by the
+// constructor (which throws, having pushed nothing, when the push fails), popped by the
+// destructor.
 class ScopedCurrent {
  public:
   explicit ScopedCurrent(CUcontext ctx);
   ~ScopedCurrent();
   ScopedCurrent(const ScopedCurrent&) = delete;
   ScopedCurrent& operator=(const ScopedCurrent&) = delete;
+};
+
+// A device's primary context, retained for the object's lifetime.  A member of Context, so
+// that a Context constructor failing after the retain still releases it.
+class PrimaryContext {
+ public:
+  explicit PrimaryContext(CUdevice device);
+  ~PrimaryContext();
+  PrimaryContext(const PrimaryContext&) = delete;
+  PrimaryContext& operator=(const PrimaryContext&) = delete;
+
+  CUcontext get() const { return ctx_; }
 
  private:
-  bool pushed_ = false;
+  CUdevice device_;
+  CUcontext ctx_ = nullptr;
 };
 
 class Context {
@@ -46,13 +62,15 @@ class Context {
   int device() const { return device_; }
   int compute_capability() const { return cc_; }
   const std::string& arch() const { return arch_; }
-  CUcontext cu_context() const { return ctx_; }
+  CUcontext cu_context() const { return primary_->get(); }
   KernelStore& store() { return store_; }
 
   // The loaded kernel for key, or nullptr.  Never loads.
   const LoadedKernel* find(const KernelKey& key) const;
   // Loads (from the cache, compiling on a miss) if not yet loaded.  Kernels stay loaded
-  // until the context is destroyed, so the pointer stays valid.
+  // until the context is destroyed, so the reference stays valid.  On failure nothing is
+  // left behind: the table holds only fully loaded kernels, and a module loaded on the way
+  // is unloaded.
   const LoadedKernel& load(const KernelKey& key);
 
  private:
@@ -61,9 +79,10 @@ class Context {
   int sm_count_ = 1;
   std::string arch_;
   CUdevice cu_device_ = 0;
-  CUcontext ctx_ = nullptr;
   KernelStore store_;
+  std::optional<PrimaryContext> primary_;  // set once the device checks passed
   mutable std::shared_mutex mu_;
+  // Only kernels whose module, function and attributes are all in place.
   std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> kernels_;
 };
 

@@ -67,4 +67,15 @@ std::string cu_result_name(CUresult rc) {
   return name ? std::string(name) : fmt::format("CUresult {}", static_cast<int>(rc));
 }
 
+spark_status cu_status(CUresult rc) {
+  return rc == CUDA_ERROR_OUT_OF_MEMORY ? SPARK_ERROR_OUT_OF_MEMORY : SPARK_ERROR_CUDA;
+}
+
+void throw_cu_error(CUresult rc, const char* call, const std::string& subject, const char* file, int line) {
+  throw_error(cu_status(rc),
+              subject.empty() ? fmt::format("{} failed: {}", call, cu_result_name(rc))
+                              : fmt::format("{} failed for {}: {}", call, subject, cu_result_name(rc)),
+              file, line);
+}
+
 }  // namespace spark

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "spark/spark.h"
+
 namespace spark {
 
 struct CudaDriver {
@@ -35,13 +37,24 @@ const CudaDriver& cuda_driver();
 // "CUDA_ERROR_INVALID_VALUE"
 std::string cu_result_name(CUresult rc);
 
+// The status of a failed driver call: OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY (a device
+// allocation failed), CUDA for anything else.
+spark_status cu_status(CUresult rc);
+
+// Throws spark::Error(cu_status(rc)): "<call> failed: <CUresult name>", or with a subject
+// "<call> failed for <subject>: <CUresult name>".
+[[noreturn]] void throw_cu_error(CUresult rc, const char* call, const std::string& subject, const char* file,
+                                 int line);
+
 }  // namespace spark
 
-// Throws spark::Error(CUDA) naming the call and the CUresult.
-#define SPARK_CU_CHECK(call)                                                                   \
-  do {                                                                                         \
-    const CUresult rc_ = (call);                                                               \
-    SPARK_CHECK(rc_ == CUDA_SUCCESS,                                                           \
-                rc_ == CUDA_ERROR_OUT_OF_MEMORY ? SPARK_ERROR_OUT_OF_MEMORY : SPARK_ERROR_CUDA, \
-                "{} failed: {}", #call, ::spark::cu_result_name(rc_));                         \
+// SPARK_CU_CHECK(ModuleUnload, module) calls cuda_driver().ModuleUnload(module) and throws
+// when it fails, naming the entry point by its CUDA name ("cuModuleUnload failed: ...").
+#define SPARK_CU_CHECK(fn, ...) SPARK_CU_CHECK_FOR(std::string(), fn, __VA_ARGS__)
+
+// The same, naming what the call was for ("cuModuleLoadData failed for <key>: ...").
+#define SPARK_CU_CHECK_FOR(subject, fn, ...)                                                        \
+  do {                                                                                              \
+    const CUresult rc_ = ::spark::cuda_driver().fn(__VA_ARGS__);                                    \
+    if (rc_ != CUDA_SUCCESS) ::spark::throw_cu_error(rc_, "cu" #fn, (subject), __FILE__, __LINE__); \
   } while (0)

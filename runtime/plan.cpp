@@ -30,7 +30,7 @@ const LoadedKernel& Plan::kernel_for(Slot& slot, CUstream stream) {
   // Only lazy plans get here.  Loading or compiling inside a capture would either break
   // the capture or stall it; refuse instead, before touching anything.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  SPARK_CU_CHECK(cuda_driver().StreamIsCapturing(stream, &capture));
+  SPARK_CU_CHECK(StreamIsCapturing, stream, &capture);
   SPARK_CHECK(capture == CU_STREAM_CAPTURE_STATUS_NONE, SPARK_ERROR_NOT_LOADED_WHILE_CAPTURING,
               "kernel {} is not loaded and the stream is capturing a CUDA graph; run this M once outside "
               "the capture or create the plan with lazy = 0",
@@ -114,7 +114,7 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
   }
-  SPARK_CU_CHECK(cuda_driver().LaunchKernelEx(&cfg, k.function, params, nullptr));
+  SPARK_CU_CHECK_FOR(k.key.name(), LaunchKernelEx, &cfg, k.function, params, nullptr);
 }
 
 }  // namespace spark
