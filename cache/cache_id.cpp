@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <exception>
-
 #include "generator/kernel_key.h"
 
 namespace spark {
@@ -51,15 +49,7 @@ bool is_entry_name(std::string_view name) {
   if (dash == std::string_view::npos || name.size() - dash != 17) return false;
   for (const char c : name.substr(dash + 1))
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  const std::string_view key = name.substr(0, dash);
-  if (key.empty() || key.size() > 128) return false;
-  for (const char c : key)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) return false;
-  try {
-    return KernelKey::parse(key).name() == key;  // exactly as a key prints
-  } catch (const std::exception&) {
-    return false;
-  }
+  return is_canonical_key_name(name.substr(0, dash));
 }
 
 }  // namespace spark

@@ -12,16 +12,35 @@ namespace spark {
 std::string_view to_string(WeightFormat f) { return f == WeightFormat::kBf16 ? "bf16" : "mxfp8"; }
 std::string_view to_string(OutDtype d) { return d == OutDtype::kBf16 ? "bf16" : "e4m3"; }
 
+namespace {
+
+// `text` for a message: control and non-ASCII bytes as \xNN (a name read from a directory
+// listing or an archive must not reach a terminal as escape sequences), cut at 200 bytes.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '\\')
+      out += c;
+    else
+      out += fmt::format("\\x{:02x}", u);
+  }
+  if (text.size() > 200) out += "...";
+  return out;
+}
+
+}  // namespace
+
 WeightFormat parse_weight_format(std::string_view s) {
   if (s == "bf16") return WeightFormat::kBf16;
   if (s == "mxfp8") return WeightFormat::kMxfp8;
-  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "weight format '{}' is not one of bf16, mxfp8", s);
+  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "weight format '{}' is not one of bf16, mxfp8", printable(s));
 }
 
 OutDtype parse_out_dtype(std::string_view s) {
   if (s == "bf16") return OutDtype::kBf16;
   if (s == "e4m3") return OutDtype::kE4m3;
-  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "output dtype '{}' is not one of bf16, e4m3", s);
+  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "output dtype '{}' is not one of bf16, e4m3", printable(s));
 }
 
 std::string KernelKey::name() const {
@@ -30,6 +49,11 @@ std::string KernelKey::name() const {
 }
 
 namespace {
+
+// The bounds of a key's fields (KernelKey::parse accepts nothing outside them).
+constexpr int kMaxKeyHeads = 1024;
+constexpr int kMaxKeyDim = 65536;
+constexpr int kMaxKeyM = 8192;
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
@@ -43,19 +67,37 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   return parts;
 }
 
-int parse_int(std::string_view text, std::string_view field, std::string_view whole) {
+// A number exactly as name() prints it: decimal digits without sign or leading zero, in
+// lo..hi (lo >= 1).
+int parse_number(std::string_view text, int lo, int hi, std::string_view field, std::string_view whole) {
+  const bool digits = !text.empty() && text.size() <= 10 && text[0] != '0' &&
+                      text.find_first_not_of("0123456789") == std::string_view::npos;
   int v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  SPARK_CHECK(ec == std::errc() && ptr == text.data() + text.size() && !text.empty() && v >= 0,
-              SPARK_ERROR_INVALID_ARGUMENT, "kernel key '{}': field {} '{}' is not a number", whole,
-              field, text);
+  const bool parsed =
+      digits && std::from_chars(text.data(), text.data() + text.size(), v).ec == std::errc() && v >= lo && v <= hi;
+  SPARK_CHECK(parsed, SPARK_ERROR_INVALID_ARGUMENT,
+              "kernel key '{}': field {} '{}' is not a number in {}..{} (decimal, no sign or leading zero)",
+              printable(whole), field, printable(text), lo, hi);
   return v;
 }
 
-int parse_prefixed(std::string_view part, char prefix, std::string_view field, std::string_view whole) {
+int parse_prefixed(std::string_view part, char prefix, int lo, int hi, std::string_view field,
+                   std::string_view whole) {
   SPARK_CHECK(!part.empty() && part[0] == prefix, SPARK_ERROR_INVALID_ARGUMENT,
-              "kernel key '{}': expected {} as '{}<number>', got '{}'", whole, field, prefix, part);
-  return parse_int(part.substr(1), field, whole);
+              "kernel key '{}': expected {} as '{}<number>', got '{}'", printable(whole), field, prefix,
+              printable(part));
+  return parse_number(part.substr(1), lo, hi, field, whole);
+}
+
+// "sm_" + two or three digits + an optional lowercase letter: sm_80, sm_90a, sm_100a.
+bool is_arch_name(std::string_view arch) {
+  if (arch.substr(0, 3) != "sm_") return false;
+  arch.remove_prefix(3);
+  size_t digits = 0;
+  while (digits < arch.size() && arch[digits] >= '0' && arch[digits] <= '9') ++digits;
+  if (digits < 2 || digits > 3) return false;
+  arch.remove_prefix(digits);
+  return arch.empty() || (arch.size() == 1 && arch[0] >= 'a' && arch[0] <= 'z');
 }
 
 }  // namespace
@@ -65,33 +107,45 @@ KernelKey KernelKey::parse(std::string_view name) {
   SPARK_CHECK(parts.size() == 9, SPARK_ERROR_INVALID_ARGUMENT,
               "kernel key '{}': expected 9 dot-separated fields "
               "(op.hH.kK.nN.rR.mLO-HI.wFMT.oDTYPE.ARCH), got {}",
-              name, parts.size());
+              printable(name), parts.size());
   KernelKey key;
+  SPARK_CHECK(parts[0] == "mla_qproj", SPARK_ERROR_INVALID_ARGUMENT, "kernel key '{}': unknown op '{}'",
+              printable(name), printable(parts[0]));
   key.op = std::string(parts[0]);
-  SPARK_CHECK(key.op == "mla_qproj", SPARK_ERROR_INVALID_ARGUMENT, "kernel key '{}': unknown op '{}'",
-              name, key.op);
-  key.heads = parse_prefixed(parts[1], 'h', "heads", name);
-  key.k = parse_prefixed(parts[2], 'k', "k", name);
-  key.n = parse_prefixed(parts[3], 'n', "n", name);
-  key.r = parse_prefixed(parts[4], 'r', "r", name);
+  key.heads = parse_prefixed(parts[1], 'h', 1, kMaxKeyHeads, "heads", name);
+  key.k = parse_prefixed(parts[2], 'k', 1, kMaxKeyDim, "k", name);
+  key.n = parse_prefixed(parts[3], 'n', 1, kMaxKeyDim, "n", name);
+  key.r = parse_prefixed(parts[4], 'r', 1, kMaxKeyDim, "r", name);
   const std::string_view m = parts[5];
   const size_t dash = m.find('-');
   SPARK_CHECK(!m.empty() && m[0] == 'm' && dash != std::string_view::npos, SPARK_ERROR_INVALID_ARGUMENT,
-              "kernel key '{}': expected the M regime as 'mLO-HI', got '{}'", name, m);
-  key.regime.m_min = parse_int(m.substr(1, dash - 1), "m_min", name);
-  key.regime.m_max = parse_int(m.substr(dash + 1), "m_max", name);
-  SPARK_CHECK(key.regime.m_min >= 1 && key.regime.m_min <= key.regime.m_max,
-              SPARK_ERROR_INVALID_ARGUMENT, "kernel key '{}': empty M regime '{}'", name, m);
+              "kernel key '{}': expected the M regime as 'mLO-HI', got '{}'", printable(name), printable(m));
+  key.regime.m_min = parse_number(m.substr(1, dash - 1), 1, kMaxKeyM, "m_min", name);
+  key.regime.m_max = parse_number(m.substr(dash + 1), 1, kMaxKeyM, "m_max", name);
+  SPARK_CHECK(key.regime.m_min <= key.regime.m_max, SPARK_ERROR_INVALID_ARGUMENT,
+              "kernel key '{}': empty M regime '{}'", printable(name), printable(m));
   SPARK_CHECK(parts[6].size() > 1 && parts[6][0] == 'w', SPARK_ERROR_INVALID_ARGUMENT,
-              "kernel key '{}': expected the weight format as 'w<fmt>', got '{}'", name, parts[6]);
+              "kernel key '{}': expected the weight format as 'w<fmt>', got '{}'", printable(name),
+              printable(parts[6]));
   key.weights = parse_weight_format(parts[6].substr(1));
   SPARK_CHECK(parts[7].size() > 1 && parts[7][0] == 'o', SPARK_ERROR_INVALID_ARGUMENT,
-              "kernel key '{}': expected the output dtype as 'o<dtype>', got '{}'", name, parts[7]);
+              "kernel key '{}': expected the output dtype as 'o<dtype>', got '{}'", printable(name),
+              printable(parts[7]));
   key.out = parse_out_dtype(parts[7].substr(1));
+  SPARK_CHECK(is_arch_name(parts[8]), SPARK_ERROR_INVALID_ARGUMENT,
+              "kernel key '{}': expected an arch like sm_90a ('sm_', 2-3 digits, an optional lowercase letter), "
+              "got '{}'",
+              printable(name), printable(parts[8]));
   key.arch = std::string(parts[8]);
-  SPARK_CHECK(key.arch.rfind("sm_", 0) == 0 && key.arch.size() > 3, SPARK_ERROR_INVALID_ARGUMENT,
-              "kernel key '{}': expected an arch like sm_90a, got '{}'", name, key.arch);
   return key;
+}
+
+bool is_canonical_key_name(std::string_view name) noexcept {
+  try {
+    return KernelKey::parse(name).name() == name;
+  } catch (...) {
+    return false;
+  }
 }
 
 uint64_t KernelKey::hash() const {

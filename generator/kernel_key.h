@@ -36,12 +36,20 @@ struct KernelKey {
   std::string arch;  // "sm_90a", ...
 
   std::string name() const;
-  // Throws spark::Error (INVALID_ARGUMENT) naming the field that does not parse.
+  // Accepts exactly the names name() prints, so parse(s).name() == s: numbers in decimal
+  // without sign or leading zero (heads 1..1024; k, n, r 1..65536; the regime within
+  // 1..8192), and an arch of "sm_", 2-3 digits and an optional lowercase letter.  Cache
+  // entry names are built from keys and printed by tools, so nothing else (no control
+  // character) gets through.  Throws spark::Error (INVALID_ARGUMENT) naming the field that
+  // does not parse.
   static KernelKey parse(std::string_view name);
   uint64_t hash() const;
   bool operator==(const KernelKey& o) const;
   bool operator!=(const KernelKey& o) const { return !(*this == o); }
 };
+
+// Whether `name` is a key name KernelKey::parse accepts (and so one name() prints); never throws.
+bool is_canonical_key_name(std::string_view name) noexcept;
 
 struct KernelKeyHash {
   size_t operator()(const KernelKey& k) const { return static_cast<size_t>(k.hash()); }

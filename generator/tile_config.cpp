@@ -1,7 +1,7 @@
 #include "generator/tile_config.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <optional>
 
 #include "core/env.h"
@@ -106,91 +106,197 @@ std::string TileConfig::describe() const {
                      flat_copies ? " COPIES=flat" : "", threads());
 }
 
+namespace {
+
+constexpr int kMaxRegimeM = 8192;
+// Bounds that keep every size computed from a tile far inside int.  No CTA holds more than
+// 1024 q rows in shared memory at K >= 128 (232448 bytes on the largest arch), and ring
+// slots beyond K's chunk count are never used.
+constexpr int kMaxTileRows = 1024;
+constexpr int kMaxRing = 1024;
+
+constexpr std::string_view kRegimeGrammar =
+    "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING][:flat] (e.g. 1-16:16x32x16x16x2 or 1-32:16x128x16x32x2:k64x2), "
+    "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT] (e.g. "
+    "129-8192:wg:256x2x2)";
+
+// One SPARK_REGIMES item, read left to right.  A number is plain decimal digits (no sign, no
+// space), read by from_chars and held to its field's range as it is read, so no rule after
+// it divides by zero or multiplies past int (sscanf's %d checked neither: a number out of
+// int's range is undefined behaviour for it, and glibc kept its low 32 bits).
+class ItemReader {
+ public:
+  explicit ItemReader(std::string_view item) : item_(item), rest_(item) {}
+
+  std::string_view item() const { return item_; }
+
+  // Consumes `literal` where the rest starts with it.
+  bool take(std::string_view literal) {
+    if (rest_.substr(0, literal.size()) != literal) return false;
+    rest_.remove_prefix(literal.size());
+    return true;
+  }
+
+  void expect(std::string_view literal) {
+    if (!take(literal)) malformed(fmt::format("'{}'", literal));
+  }
+
+  // The number of field `name`, in lo..hi.
+  int number(std::string_view name, int lo, int hi) {
+    size_t digits = 0;
+    while (digits < rest_.size() && rest_[digits] >= '0' && rest_[digits] <= '9') ++digits;
+    if (digits == 0) malformed(name);
+    const std::string_view text = rest_.substr(0, digits);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    SPARK_CHECK(ec == std::errc() && value >= lo && value <= hi, SPARK_ERROR_INVALID_ARGUMENT,
+                "SPARK_REGIMES: '{}': {} is {}, outside {}..{}", item_, name, text, lo, hi);
+    rest_.remove_prefix(digits);
+    return value;
+  }
+
+  void expect_end() {
+    if (!rest_.empty()) malformed("the end of the item");
+  }
+
+ private:
+  [[noreturn]] void malformed(std::string_view wanted) const {
+    SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "SPARK_REGIMES: '{}' is not {}: expected {} {}", item_, kRegimeGrammar,
+               wanted, rest_.empty() ? std::string("at its end") : fmt::format("at '{}'", rest_));
+  }
+
+  std::string_view item_;
+  std::string_view rest_;
+};
+
+// A CTA tile of whole warps, each a whole number of 16 x 16 MMA tiles, in at most 1024
+// threads (the fields are bounded by now, so threads() cannot overflow).
+void check_warp_tiling(std::string_view item, const TileConfig& t) {
+  SPARK_CHECK(t.wm % 16 == 0 && t.wn % 16 == 0 && t.bm % t.wm == 0 && t.bn % t.wn == 0,
+              SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: '{}': the warp tile WMxWN = {}x{} must be multiples of 16 that divide the CTA tile "
+              "BMxBN = {}x{}",
+              item, t.wm, t.wn, t.bm, t.bn);
+  SPARK_CHECK(t.threads() <= 1024, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: '{}': the tile needs {} threads, more than a CTA's 1024", item, t.threads());
+}
+
+// BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING][:flat]
+TileConfig read_per_tile(ItemReader& r) {
+  TileConfig t;
+  t.stages = 0;  // the schedule's default
+  t.bm = r.number("BM", 16, kMaxTileRows);
+  r.expect("x");
+  t.bn = r.number("BN", 32, 128);
+  r.expect("x");
+  t.wm = r.number("WM", 16, kMaxTileRows);
+  r.expect("x");
+  t.wn = r.number("WN", 16, 128);
+  r.expect("x");
+  t.ksplit = r.number("KSPLIT", 1, 4);
+  if (r.take("x")) t.stages = r.number("STAGES", 0, 2);
+  // ":kKCHUNKxRING" brings the weights in K chunks (bf16: through RING slots; tile_config()
+  // uses no more slots than K has chunks).
+  if (r.take(":k")) {
+    t.kchunk = r.number("KCHUNK", 16, 64);
+    r.expect("x");
+    t.ring = r.number("RING", 1, kMaxRing);
+  }
+  // ... and a final ":flat" copies bf16 weights by a flat index loop.
+  if (r.take(":flat")) t.flat_copies = true;
+  r.expect_end();
+  const std::string_view item = r.item();
+  SPARK_CHECK(t.bn == 32 || t.bn == 64 || t.bn == 128, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: '{}': BN must be 32, 64 or 128 (got {})", item, t.bn);
+  SPARK_CHECK(t.ksplit == 1 || t.ksplit == 2 || t.ksplit == 4, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: '{}': KSPLIT must be 1, 2 or 4, so that K = 128 and 192 split into 16-row steps (got {})",
+              item, t.ksplit);
+  SPARK_CHECK(t.kchunk == 0 || (t.kchunk % (16 * t.ksplit) == 0 && 64 % t.kchunk == 0 && t.stages <= 1),
+              SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: '{}': a K chunk must be 16, 32 or 64 rows of whole split K steps (16 x KSPLIT), with "
+              "one stage",
+              item);
+  check_warp_tiling(item, t);
+  return t;
+}
+
+// ws:BMxBNxWMxWNxSTAGES
+TileConfig read_stationary(ItemReader& r) {
+  TileConfig t;
+  t.stationary = true;
+  t.bm = r.number("BM", 16, kMaxTileRows);
+  r.expect("x");
+  t.bn = r.number("BN", 128, 512);
+  r.expect("x");
+  t.wm = r.number("WM", 16, kMaxTileRows);
+  r.expect("x");
+  t.wn = r.number("WN", 16, 512);
+  r.expect("x");
+  t.stages = r.number("STAGES", 2, 4);
+  r.expect_end();
+  SPARK_CHECK(t.bn == 128 || t.bn == 256 || t.bn == 512, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: '{}': a weight-stationary tile needs BN 128, 256 or 512 (whole scale words dividing "
+              "N = 512; got {})",
+              r.item(), t.bn);
+  check_warp_tiling(r.item(), t);
+  return t;
+}
+
+// wg:BNxGROUPSxSTAGES[xNSPLIT]
+TileConfig read_wgmma(ItemReader& r) {
+  const int bn = r.number("BN", 128, 256);
+  r.expect("x");
+  const int groups = r.number("GROUPS", 1, 3);
+  r.expect("x");
+  const int stages = r.number("STAGES", 2, 4);
+  const int nsplit = r.take("x") ? r.number("NSPLIT", 1, 2) : 1;
+  r.expect_end();
+  SPARK_CHECK((bn == 128 || bn == 256) && (nsplit == 1 || bn == 256) && groups * nsplit <= 4,
+              SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: '{}': a wgmma tile needs BN 128 or 256, 1..3 groups, 2..4 stages, NSPLIT 1 (or 2 at "
+              "BN 256) and at most 4 warp groups in all",
+              r.item());
+  return wgmma_stationary(bn, groups, stages, nsplit);
+}
+
+// LO-HI:<tile>, LO being expected_min.
+RegimeEntry read_item(std::string_view item, int expected_min) {
+  ItemReader r(item);
+  RegimeEntry e;
+  e.regime.m_min = r.number("LO", 1, kMaxRegimeM);
+  r.expect("-");
+  e.regime.m_max = r.number("HI", 1, kMaxRegimeM);
+  r.expect(":");
+  SPARK_CHECK(e.regime.m_min == expected_min, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: regime '{}' must start at M = {}", item, expected_min);
+  SPARK_CHECK(e.regime.m_max >= e.regime.m_min, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: regime '{}' is empty: HI {} is below LO {}", item, e.regime.m_max, e.regime.m_min);
+  if (r.take("wg:"))
+    e.tile = read_wgmma(r);
+  else if (r.take("ws:"))
+    e.tile = read_stationary(r);
+  else
+    e.tile = read_per_tile(r);
+  return e;
+}
+
+}  // namespace
+
 std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
   std::vector<RegimeEntry> table;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string item(text.substr(start, end - start));
-    RegimeEntry e;
-    TileConfig& t = e.tile;
-    char tail = 0;
-    t.stages = 0;
-    int n = std::sscanf(item.c_str(), "%d-%d:wg:%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bn, &t.groups,
-                        &t.stages, &tail);
-    if (n == 6 && tail == 'x') {
-      n = std::sscanf(item.c_str(), "%d-%d:wg:%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bn, &t.groups,
-                      &t.stages, &t.nsplit, &tail);
-      if (n == 6) n = 5;
-    }
-    if (n == 5) {
-      SPARK_CHECK((t.bn == 128 || t.bn == 256) && t.groups >= 1 && t.groups <= 3 && t.stages >= 2 && t.stages <= 4 &&
-                      (t.nsplit == 1 || (t.nsplit == 2 && t.bn == 256)) && t.groups * t.nsplit <= 4,
-                  SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: '{}': a wgmma tile needs BN 128 or 256, 1..3 groups, 2..4 stages, NSPLIT 1 "
-                  "(or 2 at BN 256) and at most 4 warp groups in all",
-                  item);
-      t = wgmma_stationary(t.bn, t.groups, t.stages, t.nsplit);
-    } else if ((n = std::sscanf(item.c_str(), "%d-%d:ws:%dx%dx%dx%dx%d%c", &e.regime.m_min, &e.regime.m_max, &t.bm,
-                                &t.bn, &t.wm, &t.wn, &t.stages, &tail)) == 7) {
-      t.stationary = true;
-      SPARK_CHECK(t.stages >= 2 && t.stages <= 4 && t.bn % 128 == 0, SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: '{}': a weight-stationary tile needs 2..4 stages and BN a multiple of 128",
-                  item);
-    } else {
-      t = TileConfig{};
-      t.stages = 0;
-      // An optional ":kKCHUNKxRING" brings the weights in K chunks (bf16: through RING slots),
-      // and a final ":flat" copies bf16 weights by a flat index loop.
-      std::string text = item;
-      if (text.size() > 5 && text.compare(text.size() - 5, 5, ":flat") == 0) {
-        t.flat_copies = true;
-        text.resize(text.size() - 5);
-      }
-      const size_t ring_at = text.find(":k");
-      const std::string base = text.substr(0, ring_at);
-      // Seven or eight numbers and nothing after them (`used`: the characters read).
-      int used = -1;
-      n = std::sscanf(base.c_str(), "%d-%d:%dx%dx%dx%dx%dx%d%n", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
-                      &t.wm, &t.wn, &t.ksplit, &t.stages, &used);
-      if (n != 8 || used != static_cast<int>(base.size())) {
-        t.stages = 0;
-        used = -1;
-        n = std::sscanf(base.c_str(), "%d-%d:%dx%dx%dx%dx%d%n", &e.regime.m_min, &e.regime.m_max, &t.bm, &t.bn,
-                        &t.wm, &t.wn, &t.ksplit, &used);
-      }
-      if (used != static_cast<int>(base.size())) n = 0;
-      int ring_fields = 2;
-      if (ring_at != std::string::npos)
-        ring_fields = std::sscanf(text.c_str() + ring_at, ":k%dx%d%c", &t.kchunk, &t.ring, &tail);
-      SPARK_CHECK((n == 7 || n == 8) && t.stages >= 0 && t.stages <= 2 && ring_fields == 2,
-                  SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: '{}' is not LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING][:flat] (e.g. "
-                  "1-16:16x32x16x16x2 or 1-32:16x128x16x32x2:k64x2), LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. "
-                  "129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT] (e.g. 129-8192:wg:256x2x2)",
-                  item);
-      SPARK_CHECK(t.kchunk == 0 || (t.kchunk % (16 * t.ksplit) == 0 && 64 % t.kchunk == 0 && t.ring >= 1 &&
-                                    t.stages <= 1),
-                  SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: '{}': a K chunk must be 16, 32 or 64 rows of whole split K steps, with a ring of "
-                  "at least one slot and one stage",
-                  item);
-      SPARK_CHECK(t.bn % 32 == 0 && 128 % t.bn == 0, SPARK_ERROR_INVALID_ARGUMENT,
-                  "SPARK_REGIMES: tile '{}': BN must be 32, 64 or 128", item);
-    }
-    const int expected_min = table.empty() ? 1 : table.back().regime.m_max + 1;
-    SPARK_CHECK(e.regime.m_min == expected_min && e.regime.m_max >= e.regime.m_min, SPARK_ERROR_INVALID_ARGUMENT,
-                "SPARK_REGIMES: regime '{}' must start at M = {}", item, expected_min);
-    SPARK_CHECK(t.bm > 0 && t.bn > 0 && t.wm > 0 && t.wn > 0 && t.ksplit > 0 && t.bm % t.wm == 0 &&
-                    t.bn % t.wn == 0 && t.wm % 16 == 0 && t.wn % 16 == 0 && 512 % t.bn == 0 &&
-                    128 % (16 * t.ksplit) == 0 &&
-                    192 % (16 * t.ksplit) == 0 && t.threads() <= 1024,
-                SPARK_ERROR_INVALID_ARGUMENT, "SPARK_REGIMES: tile '{}' is not a valid tiling", item);
-    table.push_back(e);
-    start = end + 1;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    SPARK_CHECK(!item.empty(), SPARK_ERROR_INVALID_ARGUMENT, "SPARK_REGIMES: item {} of '{}' is empty",
+                table.size() + 1, text);
+    SPARK_CHECK(table.empty() || table.back().regime.m_max < kMaxRegimeM, SPARK_ERROR_INVALID_ARGUMENT,
+                "SPARK_REGIMES: '{}' comes after the regime that ends at M = {}", item, kMaxRegimeM);
+    table.push_back(read_item(item, table.empty() ? 1 : table.back().regime.m_max + 1));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
   }
-  SPARK_CHECK(!table.empty() && table.back().regime.m_max == 8192, SPARK_ERROR_INVALID_ARGUMENT,
-              "SPARK_REGIMES: the regimes must end at M = 8192");
+  SPARK_CHECK(table.back().regime.m_max == kMaxRegimeM, SPARK_ERROR_INVALID_ARGUMENT,
+              "SPARK_REGIMES: the regimes must end at M = {}", kMaxRegimeM);
   return table;
 }
 

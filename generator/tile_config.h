@@ -61,8 +61,14 @@ struct RegimeEntry {
 
 // "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING],..." (per-tile), "LO-HI:ws:BMxBNxWMxWNxSTAGES"
 // (weight-stationary) or "LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT]" (weight-stationary on wgmma)
-// items -> a table (throws INVALID_ARGUMENT naming the item);
-// the format of the SPARK_REGIMES tuning override.
+// items -> a table (throws INVALID_ARGUMENT naming the item and the rule it breaks);
+// the format of the SPARK_REGIMES tuning override.  Numbers are plain decimal digits (no sign,
+// no space), each held to its field's range before anything computes with it: LO and HI in
+// 1..8192, the regimes contiguous from 1 to 8192; BM 16..1024 in WM x WN warps, multiples of
+// 16 that divide BM x BN, at most 1024 threads; per-tile BN 32, 64 or 128, KSPLIT 1, 2 or 4,
+// STAGES 0..2, KCHUNK 16, 32 or 64 (whole 16 x KSPLIT steps, one stage), RING 1..1024;
+// weight-stationary BN 128, 256 or 512, STAGES 2..4; wgmma BN 128 or 256, GROUPS 1..3,
+// STAGES 2..4, NSPLIT 1 or 2 (2 at BN 256), at most four warp groups.
 std::vector<RegimeEntry> parse_regime_table(std::string_view text);
 // The regimes for an arch, ordered by M, covering 1..8192 without gaps.  SPARK_REGIMES,
 // when set, replaces the built-in table (for tuning; the same on every arch).

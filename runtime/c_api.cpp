@@ -60,7 +60,8 @@ const char* spark_version_string(void) {
 }
 
 const char* spark_status_string(spark_status status) {
-  switch (status) {
+  // Read as the int the caller passed: any int may arrive through the C enum.
+  switch (spark::enum_value(status)) {
     case SPARK_SUCCESS: return "success";
     case SPARK_ERROR_INVALID_ARGUMENT: return "invalid argument";
     case SPARK_ERROR_UNSUPPORTED: return "unsupported";

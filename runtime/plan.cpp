@@ -17,8 +17,9 @@ Plan::Plan(Context& ctx, const spark_mla_qproj_desc& desc, const spark_mla_qproj
     slot->key.n = desc.latent_dim;
     slot->key.r = desc.rope_dim;
     slot->key.regime = e.regime;
-    slot->key.weights = desc.weight_format == SPARK_WEIGHTS_BF16 ? WeightFormat::kBf16 : WeightFormat::kMxfp8;
-    slot->key.out = desc.out_dtype == SPARK_DTYPE_BF16 ? OutDtype::kBf16 : OutDtype::kE4m3;
+    const bool bf16_weights = enum_value(desc.weight_format) == SPARK_WEIGHTS_BF16;
+    slot->key.weights = bf16_weights ? WeightFormat::kBf16 : WeightFormat::kMxfp8;
+    slot->key.out = enum_value(desc.out_dtype) == SPARK_DTYPE_BF16 ? OutDtype::kBf16 : OutDtype::kE4m3;
     slot->key.arch = ctx.arch();
     if (!opts.lazy) slot->kernel.store(&ctx.load(slot->key), std::memory_order_release);
     slots_.push_back(std::move(slot));

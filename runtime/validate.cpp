@@ -50,10 +50,21 @@ struct Span {
   uintptr_t end;
 };
 
+// [p, p + bytes), refused where it would run past the end of the address space: computed
+// in 64 bits its end would wrap to a small address, and the overlap check would then pass
+// views that overlap.
+Span checked_span(const char* name, const void* p, uintptr_t bytes) {
+  SPARK_CHECK_ARG(bytes <= UINTPTR_MAX - addr(p), name,
+                  "the view extends past the end of the address space (base {}, {} bytes)", p, bytes);
+  return Span{name, addr(p), addr(p) + bytes};
+}
+
+// The strides are checked (positive, <= 2^40) and the counts are <= 8192, so the element
+// extent stays far inside int64_t.
 Span span(const char* name, const void* p, int64_t n1, int64_t s1, int64_t n2, int64_t s2, int64_t inner,
           int64_t elem_bytes) {
   const int64_t last = (n1 - 1) * s1 + (n2 - 1) * s2 + inner;
-  return Span{name, addr(p), addr(p) + static_cast<uintptr_t>(last * elem_bytes)};
+  return checked_span(name, p, static_cast<uintptr_t>(last * elem_bytes));
 }
 
 bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
@@ -65,10 +76,13 @@ void validate_desc(const spark_mla_qproj_desc* desc) {
   SPARK_CHECK_ARG(desc->struct_size >= sizeof(spark_mla_qproj_desc), "struct_size",
                   "desc->struct_size is {}, expected sizeof(spark_mla_qproj_desc) = {}", desc->struct_size,
                   sizeof(spark_mla_qproj_desc));
-  SPARK_CHECK_ARG(desc->weight_format == SPARK_WEIGHTS_BF16 || desc->weight_format == SPARK_WEIGHTS_MXFP8,
-                  "weight_format", "{} is not a spark_weight_format", static_cast<int>(desc->weight_format));
-  SPARK_CHECK_ARG(desc->out_dtype == SPARK_DTYPE_BF16 || desc->out_dtype == SPARK_DTYPE_E4M3, "out_dtype",
-                  "{} is not a spark_dtype", static_cast<int>(desc->out_dtype));
+  const int32_t weight_format = enum_value(desc->weight_format);
+  SPARK_CHECK_ARG(weight_format == SPARK_WEIGHTS_BF16 || weight_format == SPARK_WEIGHTS_MXFP8, "weight_format",
+                  "{} is not a spark_weight_format (SPARK_WEIGHTS_BF16 = 0, SPARK_WEIGHTS_MXFP8 = 1)",
+                  weight_format);
+  const int32_t out_dtype = enum_value(desc->out_dtype);
+  SPARK_CHECK_ARG(out_dtype == SPARK_DTYPE_BF16 || out_dtype == SPARK_DTYPE_E4M3, "out_dtype",
+                  "{} is not a spark_dtype (SPARK_DTYPE_BF16 = 0, SPARK_DTYPE_E4M3 = 1)", out_dtype);
   SPARK_CHECK(desc->heads >= 1 && desc->heads <= kMaxHeads, SPARK_ERROR_UNSUPPORTED,
               "argument 'heads': {} is not supported (1..{})", desc->heads, kMaxHeads);
   SPARK_CHECK(desc->nope_dim == 128 || desc->nope_dim == 192, SPARK_ERROR_UNSUPPORTED,
@@ -88,8 +102,8 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
   SPARK_CHECK_ARG(a->m <= max_m, "m", "{} is above the plan's max_m {}", a->m, max_m);
 
   const int64_t H = d.heads, M = a->m, K = d.nope_dim, N = d.latent_dim, R = d.rope_dim;
-  const bool e4m3_out = d.out_dtype == SPARK_DTYPE_E4M3;
-  const bool mxfp8 = d.weight_format == SPARK_WEIGHTS_MXFP8;
+  const bool e4m3_out = enum_value(d.out_dtype) == SPARK_DTYPE_E4M3;
+  const bool mxfp8 = enum_value(d.weight_format) == SPARK_WEIGHTS_MXFP8;
 
   SPARK_CHECK_ARG(a->q_nope, "q_nope", "must not be NULL");
   SPARK_CHECK_ARG(a->w, "w", "must not be NULL");
@@ -134,7 +148,7 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
       mxfp8 ? span("w_scale", a->w_scale, H, a->w_scale_stride_h, K, a->w_scale_stride_k, N / 32, 1)
             : Span{"w_scale", 0, 0},
       span("q_pe", a->q_pe, M, a->q_pe_stride_m, H, a->q_pe_stride_h, R, 2),
-      e4m3_out ? Span{"q_scale", addr(a->q_scale), addr(a->q_scale) + 4} : Span{"q_scale", 0, 0},
+      e4m3_out ? checked_span("q_scale", a->q_scale, 4) : Span{"q_scale", 0, 0},
   };
   for (const Span& in : inputs) {
     SPARK_CHECK_ARG(!overlaps(out, in), "out", "overlaps {}: the output must not alias any input", in.name);

@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <string>
+#include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include "core/error.h"
 #include "generator/kernel_key.h"
@@ -239,4 +242,278 @@ TEST_CASE("per-shape tiles fit every arch's shared memory and differ where tuned
   KernelKey many = few;
   many.heads = 128;
   CHECK(tile_config(few).describe() != tile_config(many).describe());
+}
+
+// ==================================================================================
+// SPARK_REGIMES: strict numbers, every field range-checked before any arithmetic
+// ==================================================================================
+
+namespace {
+
+// The message parse_regime_table refuses `text` with (a failed check when it parses).
+std::string regime_error(std::string_view text) {
+  try {
+    parse_regime_table(text);
+  } catch (const Error& e) {
+    CHECK(e.status() == SPARK_ERROR_INVALID_ARGUMENT);
+    return e.what();
+  }
+  FAIL_CHECK("parsed: '" << std::string(text) << "'");
+  return {};
+}
+
+// Every field of a tile, so two parses compare whole.
+std::string fields(const TileConfig& t) {
+  return fmt::format("bm={} bn={} wm={} wn={} ksplit={} stages={} stationary={} wgmma={} groups={} nsplit={} "
+                     "kchunk={} ring={} flat={} min_blocks={}",
+                     t.bm, t.bn, t.wm, t.wn, t.ksplit, t.stages, t.stationary, t.wgmma, t.groups, t.nsplit,
+                     t.kchunk, t.ring, t.flat_copies, t.min_blocks);
+}
+
+// A built-in table written as the override that reproduces it.
+std::string as_override(const std::vector<RegimeEntry>& table) {
+  std::string text;
+  for (const RegimeEntry& e : table) {
+    const TileConfig& t = e.tile;
+    std::string item = fmt::format("{}-{}:", e.regime.m_min, e.regime.m_max);
+    if (t.wgmma)
+      item += fmt::format("wg:{}x{}x{}{}", t.bn, t.groups, t.stages, t.nsplit > 1 ? fmt::format("x{}", t.nsplit) : "");
+    else if (t.stationary)
+      item += fmt::format("ws:{}x{}x{}x{}x{}", t.bm, t.bn, t.wm, t.wn, t.stages);
+    else
+      item += fmt::format("{}x{}x{}x{}x{}{}{}{}", t.bm, t.bn, t.wm, t.wn, t.ksplit,
+                          t.stages ? fmt::format("x{}", t.stages) : "",
+                          t.kchunk ? fmt::format(":k{}x{}", t.kchunk, t.ring) : "", t.flat_copies ? ":flat" : "");
+    text += (text.empty() ? "" : ",") + item;
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("SPARK_REGIMES: a K split of 0 is refused, not a division by zero") {
+  // Was SIGFPE: the K chunk rule took kchunk % (16 * ksplit) before ksplit was checked.
+  const std::string msg = regime_error("1-8192:16x32x16x16x0:k16x1");
+  CHECK(msg.find("'1-8192:16x32x16x16x0:k16x1'") != std::string::npos);  // names the item
+  CHECK(msg.find("KSPLIT") != std::string::npos);                         // and the field
+  // ... and BN = 0 (was 128 % 0).
+  CHECK(regime_error("1-8192:16x0x16x16x1").find("BN") != std::string::npos);
+}
+
+TEST_CASE("SPARK_REGIMES: huge, negative, signed, zero and malformed numbers are refused") {
+  const std::string_view nul_junk("1-8192:16x32x16x16x1\0junk", 25);
+  const std::vector<std::string_view> bad = {
+      // Past int: sscanf's %d was undefined here (glibc kept the low 32 bits: 2^32 + 16 read as 16).
+      "1-8192:4294967312x32x16x16x1",
+      "1-4294975488:16x32x16x16x1",
+      "1-99999999999999999999999:16x32x16x16x1",
+      "1-8192:wg:256x2x2x99999999999",
+      // In int, but the arithmetic on them is not: m_max + 1, threads(), stage_bytes().
+      "1-2147483647:16x32x16x16x1,-2147483648-8192:16x32x16x16x1",
+      "1-8192:1073741824x128x16x16x1",
+      "1-8192:16x32x16x16x1073741824",
+      "1-8192:16x128x16x32x1:k64x2147483647",
+      "1-8192:ws:1073741824x256x16x64x3",
+      // Signs and spaces (sscanf skipped them).
+      "+1-8192:16x32x16x16x1",
+      " 1-8192:16x32x16x16x1",
+      "1-8192:16x32x16x16x+1",
+      "1-8192:16x32x16x16x-1",
+      "1-8192:-16x32x16x16x1",
+      "1-8192:16x128x16x32x1:k-16x2",
+      "1-8192:16x128x16x32x1:k64x-1",
+      "1-16:16x32x16x16x1, 17-8192:16x32x16x16x1",
+      // Zeros.
+      "0-0:0x0x0x0x0",
+      "1-8192:0x0x0x0x0",
+      "1-8192:16x32x0x16x1",
+      "1-8192:16x32x16x0x1",
+      "1-8192:16x128x16x32x1:k0x0",
+      "1-8192:16x128x16x32x1:k0x1",
+      "1-8192:wg:0x0x0",
+      "1-8192:ws:0x0x0x0x0",
+      "1-8192:16x32x16x16x1x0x0",
+      // Out of the kernels' ranges.
+      "1-8192:16x32x16x16x3",       // KSPLIT 1, 2 or 4
+      "1-8192:16x32x16x16x1x3",     // STAGES 0..2
+      "1-8192:16x128x16x32x1:k128x1",
+      "1-8192:16x128x16x32x1:k64x1025",  // RING 1..1024
+      "1-8192:2048x32x64x32x1",         // BM 16..1024
+      "1-8192:ws:64x1024x32x64x3",  // BN 128, 256 or 512
+      "1-8192:wg:256x2x2x3",        // NSPLIT 1 or 2
+      "1-8193:16x32x16x16x1",
+      // Trailing junk and empty items.
+      "",
+      ",",
+      "1-8192:16x32x16x16x1,",
+      ",1-8192:16x32x16x16x1",
+      "1-16:16x32x16x16x1,,17-8192:16x32x16x16x1",
+      "1-8192:16x32x16x16x1 ",
+      "1-8192:16x32x16x16x1\n",
+      nul_junk,
+      "1-8192:16x32x16x16x1x",
+      "1-8192:ws:64x256x32x64x3x",
+      "1-8192:16x128x16x32x1:k64x2x",
+      "1-8192:16x128x16x32x1:k64x2:flat:flat",
+      "1-8192:16x32x16x16x1:flatx",
+      "1-8192:16x32x16x16x1:",
+      "1-8192:",
+      "1-8192",
+      "1-",
+      "-8192:16x32x16x16x1",
+  };
+  for (const std::string_view text : bad) {
+    CAPTURE(std::string(text));
+    const std::string msg = regime_error(text);
+    CHECK(msg.rfind("SPARK_REGIMES: ", 0) == 0);
+  }
+}
+
+TEST_CASE("SPARK_REGIMES: valid tables parse to exactly the tiles they always did") {
+  struct Case {
+    const char* text;
+    std::vector<std::string> tiles;
+  };
+  const std::vector<Case> cases = {
+      {"1-8:16x32x16x16x2,9-8192:64x64x32x32x1",
+       {"bm=16 bn=32 wm=16 wn=16 ksplit=2 stages=0 stationary=false wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1",
+        "bm=64 bn=64 wm=32 wn=32 ksplit=1 stages=0 stationary=false wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1"}},
+      {"1-16:128x64x32x32x1x2,17-8192:16x32x16x16x4x1",
+       {"bm=128 bn=64 wm=32 wn=32 ksplit=1 stages=2 stationary=false wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1",
+        "bm=16 bn=32 wm=16 wn=16 ksplit=4 stages=1 stationary=false wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1"}},
+      {"1-32:16x128x16x32x2:k64x2,33-8192:32x64x16x32x1:k16x3",
+       {"bm=16 bn=128 wm=16 wn=32 ksplit=2 stages=0 stationary=false wgmma=false groups=1 nsplit=1 kchunk=64 ring=2 "
+        "flat=false min_blocks=-1",
+        "bm=32 bn=64 wm=16 wn=32 ksplit=1 stages=0 stationary=false wgmma=false groups=1 nsplit=1 kchunk=16 ring=3 "
+        "flat=false min_blocks=-1"}},
+      {"1-16:16x128x16x32x1:k32x4:flat,17-8192:32x64x16x32x1x1:flat",
+       {"bm=16 bn=128 wm=16 wn=32 ksplit=1 stages=0 stationary=false wgmma=false groups=1 nsplit=1 kchunk=32 ring=4 "
+        "flat=true min_blocks=-1",
+        "bm=32 bn=64 wm=16 wn=32 ksplit=1 stages=1 stationary=false wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=true min_blocks=-1"}},
+      {"1-16:16x32x16x16x2,17-128:ws:32x128x16x32x3,129-8192:ws:64x512x32x64x4",
+       {"bm=16 bn=32 wm=16 wn=16 ksplit=2 stages=0 stationary=false wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1",
+        "bm=32 bn=128 wm=16 wn=32 ksplit=1 stages=3 stationary=true wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1",
+        "bm=64 bn=512 wm=32 wn=64 ksplit=1 stages=4 stationary=true wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1"}},
+      {"1-64:wg:128x1x2,65-128:wg:128x3x4,129-8192:wg:256x2x2x2",
+       {"bm=64 bn=128 wm=64 wn=128 ksplit=1 stages=2 stationary=true wgmma=true groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1",
+        "bm=64 bn=128 wm=64 wn=128 ksplit=1 stages=4 stationary=true wgmma=true groups=3 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1",
+        "bm=64 bn=256 wm=64 wn=256 ksplit=1 stages=2 stationary=true wgmma=true groups=2 nsplit=2 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1"}},
+      // Leading zeros were, and stay, plain decimal.
+      {"01-08192:016x032x016x016x02",
+       {"bm=16 bn=32 wm=16 wn=16 ksplit=2 stages=0 stationary=false wgmma=false groups=1 nsplit=1 kchunk=0 ring=1 "
+        "flat=false min_blocks=-1"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.text));
+    const auto table = parse_regime_table(c.text);
+    REQUIRE(table.size() == c.tiles.size());
+    for (size_t i = 0; i < table.size(); ++i) CHECK(fields(table[i].tile) == c.tiles[i]);
+  }
+  // Every built-in table, written as an override, parses back to itself.
+  for (const ArchInfo& a : supported_archs()) {
+    const auto table = regime_table(a.name);
+    const std::string text = as_override(table);
+    CAPTURE(text);
+    const auto back = parse_regime_table(text);
+    REQUIRE(back.size() == table.size());
+    for (size_t i = 0; i < table.size(); ++i) {
+      CHECK(back[i].regime == table[i].regime);
+      CHECK(fields(back[i].tile) == fields(table[i].tile));
+    }
+  }
+}
+
+TEST_CASE("SPARK_REGIMES: every accepted tile's sizes stay far inside int") {
+  // The largest of each field the rules admit.
+  for (const char* text : {"1-8192:1024x128x1024x16x2x2", "1-8192:1024x128x1024x128x4x1:k64x1024",
+                           "1-8192:ws:1024x512x1024x128x4", "1-8192:wg:256x3x4", "1-8192:wg:256x2x4x2"}) {
+    CAPTURE(std::string(text));
+    for (const RegimeEntry& e : parse_regime_table(text))
+      for (int k : {128, 192})
+        for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
+          for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8}) {
+            CHECK(e.tile.threads() <= 1024);
+            CHECK(e.tile.smem_bytes(k, o, w) > 0);
+            CHECK(e.tile.smem_bytes(k, o, w) < (1 << 28));
+          }
+  }
+}
+
+// ==================================================================================
+// Kernel key names: exactly what name() prints
+// ==================================================================================
+
+TEST_CASE("a kernel key parses only from the exact name it prints") {
+  const std::vector<std::string> bad = {
+      "mla_qproj.h011.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a",  // leading zeros
+      "mla_qproj.h11.k0192.n512.r64.m17-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m017-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m17-0128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h+11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a",  // signs
+      "mla_qproj.h11.k192.n512.r64.m17-+128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r-64.m17-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a",     // empty fields
+      "mla_qproj.h11.k192.n512.r64.m-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m17-.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m17-128.w.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.",
+      "mla_qproj.h0.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a",    // out of range
+      "mla_qproj.h1025.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k0.n512.r64.m17-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k65537.n512.r64.m17-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n99999999999.r64.m17-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r0.m17-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m0-128.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m17-8193.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m17-128-256.wbf16.oe4m3.sm_90a",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_",         // arch: sm_ + 2-3 digits + [a-z]?
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_9",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_1000",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90ab",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90A",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_x",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a ",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a\n",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a\x1b[2J",
+      "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_\x1b]0;pwned\x07",
+      std::string("mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a\0", 56),
+  };
+  for (const std::string& name : bad) {
+    CAPTURE(name);
+    CHECK_FALSE(is_canonical_key_name(name));
+    CHECK_THROWS_AS(KernelKey::parse(name), Error);
+    try {
+      KernelKey::parse(name);
+    } catch (const Error& e) {
+      // The message quotes the name without its control characters.
+      for (const char c : std::string(e.what())) CHECK(static_cast<unsigned char>(c) >= 0x20);
+    }
+  }
+  // The largest and smallest of every field round-trip.
+  for (const char* name : {"mla_qproj.h1.k1.n1.r1.m1-1.wbf16.obf16.sm_80",
+                           "mla_qproj.h1024.k65536.n65536.r65536.m8192-8192.wmxfp8.oe4m3.sm_121a",
+                           "mla_qproj.h11.k192.n512.r64.m17-128.wbf16.oe4m3.sm_90a"}) {
+    CAPTURE(name);
+    CHECK(KernelKey::parse(name).name() == name);
+    CHECK(is_canonical_key_name(name));
+  }
+  // Every key the tables produce.
+  for (const ArchInfo& a : supported_archs())
+    for (const RegimeEntry& e : regime_table(a.name)) {
+      KernelKey k = sample();
+      k.arch = std::string(a.name);
+      k.regime = e.regime;
+      CHECK(is_canonical_key_name(k.name()));
+    }
 }

@@ -206,7 +206,7 @@ void check_success(const Result& r) {
 // ----------------------------------------------------------------------------------
 using Mutate = std::function<void(spark_mla_qproj_desc&, spark_mla_qproj_args&)>;
 
-enum Extra { kNone = 0, kAlignHint = 1, kOverlapHint = 2 };
+enum Extra { kNone = 0, kAlignHint = 1, kOverlapHint = 2, kAddressSpaceHint = 4 };
 
 struct Mutation {
   std::string label;
@@ -238,6 +238,8 @@ void run_mutations(const Config& cfg, const std::vector<Mutation>& table, bool l
                     "the message does not mention the alignment");
     if (mu.extra & kOverlapHint)
       CHECK_MESSAGE(icontains(r.message, "overlap"), "the message does not mention the overlap");
+    if (mu.extra & kAddressSpaceHint)
+      CHECK_MESSAGE(icontains(r.message, "address space"), "the message does not mention the address space");
   }
 }
 
@@ -528,6 +530,77 @@ TEST_CASE("unsupported shapes name the field") {
     mu.apply(d, unused);
     check_failure(can_implement(&d, nullptr), mu.expect, mu.name);
   }
+}
+
+// The C enum fields hold whatever int the caller stored.  Written here byte-wise, as C code
+// would leave them: no enum-typed value outside the enumerators exists on this side either.
+void store_int32(void* field, int32_t value) { std::memcpy(field, &value, sizeof value); }
+
+TEST_CASE("out-of-range weight_format and out_dtype values are refused, read as integers") {
+  // spark must read these fields as integers: loading one through the C++ enum type is
+  // undefined behaviour for a value outside the enumerators (clang's -fsanitize=enum, part
+  // of -fsanitize=undefined, stops this test at the load).
+  static_assert(sizeof(spark_weight_format) == sizeof(int32_t) && sizeof(spark_dtype) == sizeof(int32_t));
+  for (const int32_t v : {2, 3, 7, 255, 256, -1, -2, INT32_MIN, INT32_MAX}) {
+    CAPTURE(v);
+    const Config c = bf16_out();
+    const spark_mla_qproj_args a = make_args(c);
+    spark_mla_qproj_desc d = make_desc(c);
+    store_int32(&d.weight_format, v);
+    for (const spark_mla_qproj_args* args : {&a, static_cast<const spark_mla_qproj_args*>(nullptr)}) {
+      const Result r = can_implement(&d, args);
+      check_failure(r, SPARK_ERROR_INVALID_ARGUMENT, "weight_format");
+      CHECK(r.message.find(std::to_string(v)) != std::string::npos);
+    }
+    d = make_desc(c);
+    store_int32(&d.out_dtype, v);
+    for (const spark_mla_qproj_args* args : {&a, static_cast<const spark_mla_qproj_args*>(nullptr)}) {
+      const Result r = can_implement(&d, args);
+      check_failure(r, SPARK_ERROR_INVALID_ARGUMENT, "out_dtype");
+      CHECK(r.message.find(std::to_string(v)) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a view running past the end of the address space is refused, naming it") {
+  // A span [base, base + extent) computed in 64 bits wraps to a small end there, and the
+  // overlap check then passed views that overlap (or were never real).
+  constexpr uintptr_t kTop = ~uintptr_t{0};
+  const uintptr_t top16 = (kTop - 0xffff) & ~uintptr_t{15};  // 64 KiB below the top, 16-byte aligned
+  for (const Config& c : {bf16_out(), e4m3_out()}) {
+    run_mutations(c, {
+        invalid("out 64 KiB below the top", [top16](auto&, auto& a) { a.out = mut_addr(top16); }, "out",
+                kAddressSpaceHint),
+        invalid("out at the last 16 bytes", [](auto&, auto& a) { a.out = mut_addr(kTop - 15); }, "out",
+                kAddressSpaceHint),
+        invalid("q_nope 64 KiB below the top", [top16](auto&, auto& a) { a.q_nope = addr(top16); }, "q_nope",
+                kAddressSpaceHint),
+        invalid("w 64 KiB below the top", [top16](auto&, auto& a) { a.w = addr(top16); }, "w",
+                kAddressSpaceHint),
+        invalid("q_pe 64 KiB below the top", [top16](auto&, auto& a) { a.q_pe = addr(top16); }, "q_pe",
+                kAddressSpaceHint),
+        // Far enough below the top for the whole view: fine.
+        valid("out 1 GiB below the top",
+              [](auto&, auto& a) { a.out = mut_addr((kTop - (uintptr_t{1} << 30)) & ~uintptr_t{15}); }),
+    });
+  }
+  run_mutations(e4m3_out(), {invalid("q_scale in the last 4 bytes",
+                                     [](auto&, auto& a) {
+                                       a.q_scale = reinterpret_cast<const float*>(kTop - 3);
+                                     },
+                                     "q_scale", kAddressSpaceHint)});
+  run_mutations(mxfp8(), {invalid("w_scale 64 KiB below the top",
+                                  [top16](auto&, auto& a) { a.w_scale = addr(top16); }, "w_scale",
+                                  kAddressSpaceHint)});
+  // The view that wrapped around onto q: refused, whichever way it is put.
+  const Config c = bf16_out();
+  const spark_mla_qproj_desc d = make_desc(c);
+  spark_mla_qproj_args a = make_args(c);
+  a.q_nope = addr(0x1000);
+  a.q_pe = addr(0x1000 + 2 * 192);
+  a.out = mut_addr(top16);
+  const Result r = can_implement(&d, &a);
+  check_failure(r, SPARK_ERROR_INVALID_ARGUMENT, "out");
 }
 
 // ==================================================================================
