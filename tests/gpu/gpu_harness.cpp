@@ -191,6 +191,10 @@ void run_cublas_w(const Shape& s, const DeviceBuffer& d_q, const void* d_w, int6
                   int64_t w_stride_k, const DeviceBuffer& d_c, cudaStream_t st, std::vector<uint16_t>& host_c) {
   REQUIRE(d_c.bytes() >= static_cast<size_t>(s.H) * s.M * kN * 2);
   CUBLAS_REQUIRE(cublasSetStream(g_cublas, st));
+  // Written through the runtime first: under compute-sanitizer, only spark's kernels are
+  // instrumented, so initcheck cannot see cuBLAS's stores and would report the download
+  // below as a read of uninitialised memory.  The GEMM then overwrites every byte read back.
+  CUDA_REQUIRE(cudaMemsetAsync(d_c.get(), 0, static_cast<size_t>(s.H) * s.M * kN * 2, st));
   const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_REQUIRE(cublasGemmStridedBatchedEx(
       g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, kN, s.M, s.K, &alpha, d_w, CUDA_R_16BF, static_cast<int>(w_stride_k),

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU suites, checking spark's kernels (GPU machine only):
+#
+#   scripts/gpu-sanitize.sh [TOOL...]      TOOL: memcheck racecheck synccheck initcheck (default: all)
+#
+# Each tool runs both suites whole, or with CASES=subset a part of them that still reaches
+# every kernel family (per-tile decode tiles with and without K chunks, flat copies, the
+# weight-stationary mma.sync and wgmma kernels; bf16 and MXFP8 weights; bf16 and e4m3 output;
+# pitched views, graphs, PDL) at every M of the suites.  memcheck, synccheck and initcheck
+# instrument only kernels named spark_mla_qproj (cuBLAS's reference kernels run as they are;
+# the harness writes every buffer it reads back, so initcheck has nothing to say about
+# them).  racecheck cannot take that filter (compute-sanitizer 2025.3 stops with "Internal
+# Sanitizer Error: The Sanitizer failed to handle a hardware exception" on the first
+# filtered launch), so it checks every kernel and only hazards in spark's kernels count:
+# cuBLAS's own (nvjet) kernels report shared-memory hazards that are not spark's.
+# Logs go to LOG_DIR (default build/gpu-sanitize/); the binaries come from BUILD_DIR (default
+# build).  Exits non-zero when a tool reports an error or a test fails under it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+logs=${LOG_DIR:-$build/gpu-sanitize}
+sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck initcheck)
+mkdir -p "$logs"
+
+bf16_cases='*H=8 K=192*,*H=64 K=128*,*H=128 K=192*,CUDA graph*,PDL plan*'
+mxfp8_cases='*weights: H=8 K=128*,*weights: H=32 K=128*,*weights: H=128 K=192*,*NaN scale*,*padded pitches*'
+if [ "${CASES:-all}" = all ]; then bf16_cases='*' mxfp8_cases='*'; fi
+
+failed=0
+printf '%-10s %-26s %6s %s\n' tool suite exit summary
+for tool in "${tools[@]}"; do
+  extra=(--kernel-name kns=spark_mla_qproj --error-exitcode 86)
+  [ "$tool" = racecheck ] && extra=()
+  for suite in test_gpu_mla_qproj test_gpu_mla_qproj_mxfp8; do
+    cases=$bf16_cases
+    [ "$suite" = test_gpu_mla_qproj_mxfp8 ] && cases=$mxfp8_cases
+    log="$logs/$tool-$suite.log"
+    "$sanitizer" --tool "$tool" --print-limit 1000 "${extra[@]}" "$build/tests/$suite" -tc="$cases" >"$log" 2>&1
+    rc=$?
+    summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')
+    if [ "$tool" = racecheck ]; then
+      # A hazard report names both accesses' kernels: count those that involve spark's.
+      ours=$(grep -E '(Race reported between|and) (Read|Write) access at' "$log" | grep -c spark_mla_qproj || true)
+      others=$(grep -c 'Race reported between' "$log" || true)
+      summary="$summary; in spark's kernels: $ours"
+      rc=1
+      [ "$ours" -eq 0 ] && grep -q 'test cases:.* 0 failed' "$log" && ! grep -q 'Internal Sanitizer Error' "$log" && rc=0
+      [ "$others" -gt 0 ] && summary="$summary (the rest in cuBLAS's kernels)"
+    fi
+    printf '%-10s %-26s %6s %s\n' "$tool" "$suite" "$rc" "${summary:-no summary (see $log)}"
+    [ "$rc" -eq 0 ] || failed=1
+  done
+done
+exit $failed
