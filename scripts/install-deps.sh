@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian packages spark builds with.  The CUDA toolkit (nvcc headers,
-# NVRTC, cuBLAS) is expected at /usr/local/cuda.
+# Installs the Debian packages spark builds with (needs root or sudo).  The CUDA toolkit
+# (nvcc headers, NVRTC, cuBLAS) is expected at /usr/local/cuda.
+#   --ci   also what CI's sanitizer and fuzz jobs need (clang with libFuzzer)
 set -euo pipefail
 packages=(cmake ninja-build g++ libfmt-dev nlohmann-json3-dev libspdlog-dev doctest-dev libcli11-dev libxxhash-dev)
+if [ "${1:-}" = "--ci" ]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 
 #include "cache/evict.h"
@@ -335,4 +336,17 @@ TEST_CASE("a cache directory planted by another user in /tmp cannot touch the fi
   CHECK(rc == 1);  // compiled, but nothing could be cached: reported as a failure
   CHECK(read_file(home / "notes.txt") == "precious\n");
   CHECK(read_file(home / "work" / "draft.tex") == "chapter 1\n");
+}
+
+TEST_CASE("spark-cache list --json on a cache root whose path is not UTF-8") {
+  TempDir base;
+  const fs::path root = base.path / "caf\xe9-cache";  // Latin-1, as an old system may name it
+  KernelStore(root).get(small_key());
+  const std::string out = (base.path / "list.json").string();
+  const std::string command = std::string(SPARK_CACHE_EXE) + " list --json --cache-dir '" + root.string() + "' > '" +
+                              out + "' 2>&1";
+  CHECK(std::system(command.c_str()) == 0);
+  const std::string text = read_file(out);
+  CHECK(text.find("\"name\": \"mla_qproj.h8") != std::string::npos);
+  CHECK(text.find("caf\xef\xbf\xbd-cache") != std::string::npos);  // U+FFFD in place of the byte
 }

@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 #include <future>
 #include <map>
@@ -120,4 +124,20 @@ TEST_CASE("ptxas resource report parsing") {
   CHECK(r.local_bytes == 16);
   CHECK(r.spill_bytes == 12);
   CHECK(nvrtc_version().find('.') != std::string::npos);
+}
+
+TEST_CASE("SPARK_DUMP_DIR keeps every compile's files; one that cannot be made never fails a compile") {
+  char tmpl[] = "/tmp/spark-dump-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const RenderedSource src = render(key("sm_90a", {1, 16}, OutDtype::kBf16));
+  ::setenv("SPARK_DUMP_DIR", dir.c_str(), 1);
+  compile(src);
+  for (const char* ext : {".cu", ".log", ".ptx"})
+    CHECK(std::ifstream(dir + "/" + src.key.name() + ext).good());
+  // Below /proc nothing can be created: the compile still succeeds (with one warning).
+  ::setenv("SPARK_DUMP_DIR", "/proc/spark-cannot-be-here/dumps", 1);
+  CHECK_NOTHROW(compile(src));
+  CHECK_NOTHROW(compile(src));
+  ::unsetenv("SPARK_DUMP_DIR");
+  std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The CPU suite under sanitizers, as CI runs it (no GPU needed):
+#
+#   scripts/sanitize.sh [address|thread]...      (default: both)
+#
+# address: build-asan/ with ASan + UBSan (-fno-sanitize-recover: the first error aborts the
+#          test), every test labelled cpu, leaks checked at exit.
+# thread:  build-tsan/ with TSan, the tests that run spark from many threads at once: the
+#          runtime on the fake driver (plans and the module table from 8 threads), the C
+#          API's per-thread errors, the cache's concurrent stores and prewarms.
+# BUILD_PREFIX overrides the build folders' prefix ("build").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/cuda/bin"
+prefix=${BUILD_PREFIX:-build}
+jobs=("$@")
+[ ${#jobs[@]} -gt 0 ] || jobs=(address thread)
+
+configure() {  # dir sanitizers
+  [ -f "$1/CMakeCache.txt" ] || cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSPARK_SANITIZE="$2" -DSPARK_BUILD_BENCH=OFF >/dev/null
+}
+
+for job in "${jobs[@]}"; do
+  case "$job" in
+    address)
+      dir="$prefix-asan"
+      configure "$dir" address,undefined
+      cmake --build "$dir" -j "$(nproc)"
+      ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        ctest --test-dir "$dir" -L cpu --output-on-failure -j "$(nproc)"
+      ;;
+    thread)
+      dir="$prefix-tsan"
+      configure "$dir" thread
+      tests=(test_driver_failures test_validation test_cache test_cache_processes)
+      cmake --build "$dir" -j "$(nproc)" --target "${tests[@]}"
+      regex="^($(IFS='|'; echo "${tests[*]}"))\$"
+      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \
+        ctest --test-dir "$dir" -R "$regex" --output-on-failure -j "$(nproc)"
+      ;;
+    *) echo "usage: $0 [address|thread]..." >&2; exit 2 ;;
+  esac
+done
