@@ -80,22 +80,13 @@ void record_holder(const Dir& dir, const std::string& file, int locked_fd) {
   ::close(fd);
 }
 
-int dup_dir(const Dir& dir) { return ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0); }
-
 }  // namespace
 
 EntryLock EntryLock::exclusive(const Dir& dir, std::string_view name) {
   const std::string file(name);
   for (;;) {
     const Attempt a = attempt(dir, file, LOCK_EX);
-    if (a.result == Acquire::kDone) {
-      record_holder(dir, file, a.fd);
-      EntryLock l;
-      l.fd_ = a.fd;
-      l.dir_fd_ = dup_dir(dir);
-      l.file_ = file;
-      return l;
-    }
+    if (a.result == Acquire::kDone) return held_exclusive(dir, file, a.fd);
     SPARK_CHECK(a.result == Acquire::kStale, SPARK_ERROR_CACHE, "cannot lock {}: {}", (dir / file).string(),
                 file_error_text(a.err));
   }
@@ -105,16 +96,18 @@ std::optional<EntryLock> EntryLock::try_exclusive(const Dir& dir, std::string_vi
   const std::string file(name);
   for (;;) {
     const Attempt a = attempt(dir, file, LOCK_EX | LOCK_NB);
-    if (a.result == Acquire::kDone) {
-      record_holder(dir, file, a.fd);
-      EntryLock l;
-      l.fd_ = a.fd;
-      l.dir_fd_ = dup_dir(dir);
-      l.file_ = file;
-      return l;
-    }
+    if (a.result == Acquire::kDone) return held_exclusive(dir, file, a.fd);
     if (a.result != Acquire::kStale) return std::nullopt;
   }
+}
+
+EntryLock EntryLock::held_exclusive(const Dir& dir, const std::string& file, int fd) {
+  record_holder(dir, file, fd);
+  EntryLock l;
+  l.fd_ = fd;
+  l.dir_fd_ = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);  // for unlink_file()
+  l.file_ = file;
+  return l;
 }
 
 EntryLock EntryLock::shared(const Dir& dir, std::string_view name) {

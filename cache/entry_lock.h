@@ -53,6 +53,8 @@ class EntryLock {
   void unlink_file();
 
  private:
+  // The exclusive lock just taken on `fd`, holder recorded.
+  static EntryLock held_exclusive(const Dir& dir, const std::string& file, int fd);
   void release() noexcept;
   int fd_ = -1;
   int dir_fd_ = -1;

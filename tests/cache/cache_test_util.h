@@ -15,14 +15,12 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/sinks/ostream_sink.h>
-
 #include "cache/cache.h"
 #include "core/dir.h"
-#include "core/log.h"
 #include "generator/kernel_key.h"
 #include "generator/nvrtc_compile.h"
 #include "generator/render.h"
+#include "tests/support/captured_log.h"
 
 namespace spark_test {
 
@@ -107,32 +105,5 @@ int with_timeout(unsigned timeout_s, Fn&& fn) {
 }
 
 inline bool is_root() { return ::geteuid() == 0; }
-
-// Collects what spark logs while alive (the "spark" logger only; the host's are untouched).
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    spark::log().sinks().push_back(sink_);
-  }
-  ~CapturedLog() {
-    auto& sinks = spark::log().sinks();
-    for (auto it = sinks.begin(); it != sinks.end(); ++it)
-      if (*it == sink_) {
-        sinks.erase(it);
-        break;
-      }
-  }
-  size_t count(const std::string& needle) const {
-    const std::string all = text_.str();
-    size_t n = 0;
-    for (size_t pos = all.find(needle); pos != std::string::npos; pos = all.find(needle, pos + 1)) ++n;
-    return n;
-  }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
 
 }  // namespace spark_test

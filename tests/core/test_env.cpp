@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/sinks/ostream_sink.h>
-
 #include "core/env.h"
 #include "core/log.h"
+#include "tests/support/captured_log.h"
 
 namespace fs = std::filesystem;
 using namespace spark;
+using spark_test::CapturedLog;
 
 namespace {
 
@@ -59,33 +59,6 @@ class ScopedCwd {
 
  private:
   fs::path old_;
-};
-
-// What spark logs while alive (its own logger only).
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    spark::log().sinks().push_back(sink_);
-  }
-  ~CapturedLog() {
-    auto& sinks = spark::log().sinks();
-    for (auto it = sinks.begin(); it != sinks.end(); ++it)
-      if (*it == sink_) {
-        sinks.erase(it);
-        break;
-      }
-  }
-  size_t count(const std::string& needle) const {
-    const std::string all = text_.str();
-    size_t n = 0;
-    for (size_t pos = all.find(needle); pos != std::string::npos; pos = all.find(needle, pos + 1)) ++n;
-    return n;
-  }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
 };
 
 }  // namespace
