@@ -50,13 +50,13 @@ class KernelStore {
   const StoreMetrics& metrics() const { return metrics_; }
   // Time spent loading a built kernel onto a device (the runtime measures it).
   void record_module_load(double ms);
+  // What the cache directory allows, checked once (an untrusted one is announced then; a
+  // read-only one at its first compile).
+  const CacheAccess& access();
 
  private:
   // Adds delta to the in-memory metrics and the directory's persistent totals.
   void count(const CacheCounters& delta);
-  // What the cache directory allows, checked once (an untrusted one is announced then; a
-  // read-only one at its first compile).
-  const CacheAccess& access();
 
   KernelCache cache_;
   StoreMetrics metrics_;

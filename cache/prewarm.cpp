@@ -92,9 +92,12 @@ std::vector<PrewarmResult> prewarm(KernelStore& store, const std::vector<KernelK
         r.resources = k.manifest.resources;
         r.dir = k.dir;
         r.ok = k.source != BuildSource::kCompiledInMemory;
-        if (!r.ok)
-          r.error = fmt::format("compiled, but not cached: the cache at {} cannot be written",
-                                store.cache().root().string());
+        if (!r.ok) {
+          const CacheAccess& dir = store.access();
+          r.error = fmt::format("compiled, but not cached: the cache at {} {}", store.cache().root().string(),
+                                dir.writable ? "could not take it (see the warning above)"
+                                             : "cannot be written: " + dir.problem);
+        }
       } catch (const Error& e) {
         r.error = e.what();
       } catch (const std::exception& e) {
