@@ -191,7 +191,7 @@ void print_summary(std::FILE* f, const nlohmann::ordered_json& s) {
     fmt::print(f, "  {:<44} {:>8.3f}   {:<12} at {} ({} rows)\n", title, e["value"].get<double>(), target,
                e["at"].get<std::string>(), e["rows"].get<size_t>());
   };
-  fmt::print(f, "\nsummary (targets from shared/ANCHORS.md)\n");
+  fmt::print(f, "\nsummary (targets from docs/benchmarks.md)\n");
   line("decode max ratio vs staged, bf16 out", s["decode_max_ratio_bf16_out"], "");
   line("decode max ratio vs staged, e4m3 out", s["decode_max_ratio_e4m3_out"], "(<= 0.2)");
   line("H=128 M<=32 max spark_us / floor_us", s["h128_small_m_max_time_over_floor"], "");

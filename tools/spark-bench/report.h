@@ -1,5 +1,5 @@
 // The rows spark-bench measures, the table it prints as it goes, the summary against the
-// targets of shared/ANCHORS.md, and the JSON it writes.
+// targets of docs/benchmarks.md, and the JSON it writes.
 #pragma once
 
 #include <cstdio>
@@ -60,7 +60,7 @@ class Table {
 
 nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps);
 
-// The figures of shared/ANCHORS.md's targets, computed over the measured rows.
+// The figures of docs/benchmarks.md's targets, computed over the measured rows.
 nlohmann::ordered_json summarize(const std::vector<Row>& rows, double ceiling_tbps);
 void print_summary(std::FILE* f, const nlohmann::ordered_json& summary);
 

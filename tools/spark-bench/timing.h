@@ -1,4 +1,4 @@
-// How spark-bench times things (shared/ANCHORS.md's method):
+// How spark-bench times things (docs/benchmarks.md's method):
 //   - each arm is captured ONCE as a CUDA graph that runs it for all L layers in sequence;
 //   - warm-up replays of both graphs, then a batch of timed replays with the two graphs
 //     alternated in ABBA order (A B, B A, A B, ...) so neither arm always runs first;
