@@ -54,6 +54,37 @@ TEST_CASE("publish, then lookup and reload from a fresh process") {
   CHECK(fs::is_empty(dir.path / ".tmp"));
 }
 
+TEST_CASE("a manifest's integer fields must be integers in range (8e46 once reached a float-to-int conversion)") {
+  Manifest good;
+  good.format_version = kCacheFormatVersion;
+  good.key = key().name();
+  good.cubin_size = 1234;
+  good.resources.registers = 96;
+  const Manifest back = Manifest::from_json(good.to_json());
+  CHECK(back.cubin_size == 1234);
+  CHECK(back.resources.registers == 96);
+  const auto with = [&](const std::string& field, const std::string& value) {
+    std::string text = good.to_json();
+    const std::string tag = "\"" + field + "\": ";
+    const size_t at = text.find(tag);
+    REQUIRE(at != std::string::npos);
+    const size_t end = text.find_first_of(",\n", at + tag.size());
+    return text.replace(at + tag.size(), end - at - tag.size(), value);
+  };
+  // Resources may be -1 (not known), nothing lower.
+  for (const std::string field : {"cubin_size", "threads", "smem_bytes", "created_unix_ms", "registers", "spill_bytes"}) {
+    const bool resource = field == "registers" || field == "spill_bytes";
+    for (const std::string value : {"8e46", resource ? "-2" : "-1", "1.5", "\"7\"", "null", "1e300"}) {
+      CAPTURE(field);
+      CAPTURE(value);
+      CHECK_THROWS_AS(Manifest::from_json(with(field, value)), Error);
+    }
+  }
+  CHECK_THROWS_AS(Manifest::from_json(with("threads", "4294967296")), Error);
+  CHECK_THROWS_AS(Manifest::from_json(with("compile_ms", "-3")), Error);
+  CHECK_THROWS_AS(Manifest::from_json(with("compile_ms", "1e400")), Error);
+}
+
 TEST_CASE("a copied cache still hits: the key holds no absolute path") {
   TempDir a, b;
   KernelStore(a.path).get(key());
