@@ -119,6 +119,9 @@ typedef struct spark_context_options {
   size_t struct_size; /* sizeof(spark_context_options) */
   int32_t device;     /* CUDA device ordinal */
 } spark_context_options;
+/* Every struct has an initializer that sets struct_size and zeroes the rest, e.g.
+ *   spark_context_options opts = SPARK_CONTEXT_OPTIONS_INIT;  (device 0) */
+#define SPARK_CONTEXT_OPTIONS_INIT {sizeof(spark_context_options), 0}
 
 /* Creates a context on a device.  opts may be NULL (device 0).  Loads the CUDA
  * driver on first use and retains the device's primary context.
@@ -144,6 +147,7 @@ typedef struct spark_cache_stats {
   double compile_ms;        /* time in NVRTC */
   double load_ms;           /* time reading + verifying entries and loading modules onto the device */
 } spark_cache_stats;
+#define SPARK_CACHE_STATS_INIT {sizeof(spark_cache_stats), 0, 0, 0, 0, 0.0, 0.0}
 
 /* Fills *out with the context's cache counters (`spark-cache stats` shows the totals of
  * every process that used the cache directory).
@@ -167,6 +171,9 @@ typedef struct spark_mla_qproj_desc {
   spark_weight_format weight_format;
   spark_dtype out_dtype;
 } spark_mla_qproj_desc;
+/* Zero sizes (set heads and the dimensions), bf16 weights, bf16 output. */
+#define SPARK_MLA_QPROJ_DESC_INIT \
+  {sizeof(spark_mla_qproj_desc), 0, 0, 0, 0, SPARK_WEIGHTS_BF16, SPARK_DTYPE_BF16}
 
 /* The tensors of one call.  Strides are in ELEMENTS of the tensor's own type and
  * the innermost dimension is contiguous (stride 1) for every tensor.
@@ -212,6 +219,8 @@ typedef struct spark_mla_qproj_args {
   int64_t out_stride_m, out_stride_h;
   const float* q_scale;
 } spark_mla_qproj_args;
+#define SPARK_MLA_QPROJ_ARGS_INIT \
+  {sizeof(spark_mla_qproj_args), 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, NULL}
 
 /* Checks desc (and args, when non-NULL) against every rule above, on the host,
  * without a device.  Returns SUCCESS, INVALID_ARGUMENT or UNSUPPORTED with a message
@@ -233,6 +242,8 @@ typedef struct spark_mla_qproj_plan_options {
    * overlaps the previous kernel on the stream. */
   int32_t enable_pdl;
 } spark_mla_qproj_plan_options;
+/* max_m 8192, not lazy, no PDL: what a NULL opts means. */
+#define SPARK_MLA_QPROJ_PLAN_OPTIONS_INIT {sizeof(spark_mla_qproj_plan_options), 8192, 0, 0}
 
 /* Creates a plan for desc on ctx.  opts may be NULL (max_m 8192, not lazy, no PDL).
  * Errors: INVALID_ARGUMENT, UNSUPPORTED, COMPILE (the NVRTC log is in the message),

@@ -91,6 +91,22 @@ int main(void) {
          spark_version_number());
   EXPECT(SPARK_VERSION_NUMBER == spark_version_number());
 
+  /* The initializer macros compile under -Wall -Wextra -Werror and set struct_size. */
+  {
+    const spark_context_options c0 = SPARK_CONTEXT_OPTIONS_INIT;
+    const spark_cache_stats s0 = SPARK_CACHE_STATS_INIT;
+    const spark_mla_qproj_desc d0 = SPARK_MLA_QPROJ_DESC_INIT;
+    const spark_mla_qproj_args a0 = SPARK_MLA_QPROJ_ARGS_INIT;
+    const spark_mla_qproj_plan_options p0 = SPARK_MLA_QPROJ_PLAN_OPTIONS_INIT;
+    EXPECT(c0.struct_size == sizeof c0 && c0.device == 0);
+    EXPECT(s0.struct_size == sizeof s0 && s0.hits == 0 && s0.load_ms == 0.0);
+    EXPECT(d0.struct_size == sizeof d0 && d0.heads == 0 && d0.weight_format == SPARK_WEIGHTS_BF16 &&
+           d0.out_dtype == SPARK_DTYPE_BF16);
+    EXPECT(a0.struct_size == sizeof a0 && a0.m == 0 && a0.q_nope == NULL && a0.out_stride_h == 0 &&
+           a0.q_scale == NULL);
+    EXPECT(p0.struct_size == sizeof p0 && p0.max_m == 8192 && p0.lazy == 0 && p0.enable_pdl == 0);
+  }
+
   /* Options structs (not used to create anything here). */
   memset(&ctx_opts, 0, sizeof ctx_opts);
   ctx_opts.struct_size = sizeof ctx_opts;

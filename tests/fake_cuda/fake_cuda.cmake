@@ -6,8 +6,8 @@
 # its DT_NEEDED libcuda.so.1 is found through that binary's RPATH, which CMake points at
 # the fake's folder because it links it, and spark's dlopen("libcuda.so.1") then returns
 # the object already loaded.  The folder is tests/fake_cuda/ of the build tree, which no
-# other binary's RPATH names ($ORIGIN, $ORIGIN/lib, $ORIGIN/.., $ORIGIN/../lib and the
-# folders of what each links), so every other test and tool still loads the real driver.
+# other binary's RPATH names (only the folders of what each links), so every other test and
+# tool still loads the real driver.
 add_library(spark_fake_cuda SHARED ${CMAKE_CURRENT_LIST_DIR}/fake_cuda.cpp)
 set_target_properties(spark_fake_cuda PROPERTIES
   OUTPUT_NAME cuda
