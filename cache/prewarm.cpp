@@ -7,6 +7,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "generator/tile_config.h"
 
 namespace spark {
@@ -87,6 +88,8 @@ std::vector<PrewarmResult> prewarm(KernelStore& store, const std::vector<KernelK
       r.key = keys[i];
       try {
         const BuiltKernel k = store.get(keys[i]);
+        if (k.source != BuildSource::kCacheHit)
+          log().info("compiled {} in {:.0f} ms (prewarm)", keys[i].name(), k.ms);
         r.source = k.source;
         r.ms = k.ms;
         r.resources = k.manifest.resources;

@@ -79,6 +79,20 @@ const char* spark_status_string(spark_status status) {
 
 const char* spark_last_error(void) { return t_last_error.c_str(); }
 
+spark_status spark_set_log_callback(spark_log_callback callback, void* user_data) {
+  return guarded([&] { spark::set_log_callback(callback, user_data); });
+}
+
+spark_status spark_set_log_level(spark_log_level level) {
+  return guarded([&] {
+    const int32_t v = spark::enum_value(level);
+    SPARK_CHECK_ARG(v >= SPARK_LOG_TRACE && v <= SPARK_LOG_OFF, "level",
+                    "{} is outside SPARK_LOG_TRACE ({})..SPARK_LOG_OFF ({})", v, int{SPARK_LOG_TRACE},
+                    int{SPARK_LOG_OFF});
+    spark::log().set_level(static_cast<spdlog::level::level_enum>(v));
+  });
+}
+
 spark_status spark_context_create(const spark_context_options* opts, spark_context* out) {
   return guarded([&] {
     SPARK_CHECK_ARG(out != nullptr, "out", "must not be NULL");

@@ -106,12 +106,23 @@ const LoadedKernel* Context::find(const KernelKey& key) const {
   return it == kernels_.end() ? nullptr : it->second.get();
 }
 
-const LoadedKernel& Context::load(const KernelKey& key) {
+const LoadedKernel& Context::load(const KernelKey& key, std::string_view during) {
   if (const LoadedKernel* k = find(key)) return *k;
-  // Build (or read from disk) without holding the table lock: a compile can take a while.
-  BuiltKernel built = store_.get(key);
-
   const std::string name = key.name();
+  // Build (or read from disk) without holding the table lock: a compile can take a while.
+  BuiltKernel built;
+  try {
+    built = store_.get(key);
+  } catch (const Error& e) {
+    // The host gets the status; whoever runs the deployment needs to hear of it too.
+    if (e.status() == SPARK_ERROR_JIT_DISABLED) log().error("{} (during {})", e.what(), during);
+    throw;
+  }
+  if (built.source != BuildSource::kCacheHit)
+    log().warn("kernel {} was not in the cache {}: compiling it during {} took {:.0f} ms; spark-prewarm fills the "
+               "cache ahead of serving",
+               name, store_.cache().root().string(), during, built.ms);
+
   std::unique_lock<std::shared_mutex> g(mu_);
   if (const auto it = kernels_.find(name); it != kernels_.end()) return *it->second;  // another thread won
   auto k = std::make_unique<LoadedKernel>();

@@ -7,6 +7,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "cache/kernel_store.h"
@@ -70,8 +71,9 @@ class Context {
   // Loads (from the cache, compiling on a miss) if not yet loaded.  Kernels stay loaded
   // until the context is destroyed, so the reference stays valid.  On failure nothing is
   // left behind: the table holds only fully loaded kernels, and a module loaded on the way
-  // is unloaded.
-  const LoadedKernel& load(const KernelKey& key);
+  // is unloaded.  `during` says what is waiting ("plan creation") in the warning a compile
+  // gives: it stalls a server.
+  const LoadedKernel& load(const KernelKey& key, std::string_view during);
 
  private:
   int device_;

@@ -21,7 +21,7 @@ Plan::Plan(Context& ctx, const spark_mla_qproj_desc& desc, const spark_mla_qproj
     slot->key.weights = bf16_weights ? WeightFormat::kBf16 : WeightFormat::kMxfp8;
     slot->key.out = enum_value(desc.out_dtype) == SPARK_DTYPE_BF16 ? OutDtype::kBf16 : OutDtype::kE4m3;
     slot->key.arch = ctx.arch();
-    if (!opts.lazy) slot->kernel.store(&ctx.load(slot->key), std::memory_order_release);
+    if (!opts.lazy) slot->kernel.store(&ctx.load(slot->key, "plan creation"), std::memory_order_release);
     slots_.push_back(std::move(slot));
   }
 }
@@ -36,7 +36,9 @@ const LoadedKernel& Plan::kernel_for(Slot& slot, CUstream stream) {
               "kernel {} is not loaded and the stream is capturing a CUDA graph; run this M once outside "
               "the capture or create the plan with lazy = 0",
               slot.key.name());
-  const LoadedKernel& k = ctx_.load(slot.key);
+  const LoadedKernel& k =
+      ctx_.load(slot.key, fmt::format("the first run of a lazy plan at M {}-{}", slot.key.regime.m_min,
+                                      slot.key.regime.m_max));
   slot.kernel.store(&k, std::memory_order_release);
   return k;
 }

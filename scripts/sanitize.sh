@@ -8,7 +8,8 @@
 #          libspark.so needs the sanitizer runtimes, and its consumers would too), leaks
 #          checked at exit.
 # thread:  build-tsan/ with TSan, the tests that run spark from many threads at once: the
-#          runtime on the fake driver (plans and the module table from 8 threads), the C
+#          runtime on the fake driver (plans and the module table from 8 threads), the log
+#          callback called from many threads while it is swapped, the C
 #          API's per-thread errors, the cache's concurrent stores and prewarms.
 # BUILD_PREFIX overrides the build folders' prefix ("build").
 set -euo pipefail
@@ -36,7 +37,7 @@ for job in "${jobs[@]}"; do
     thread)
       dir="$prefix-tsan"
       configure "$dir" thread
-      tests=(test_driver_failures test_validation test_cache test_cache_processes)
+      tests=(test_driver_failures test_log_callback test_validation test_cache test_cache_processes)
       cmake --build "$dir" -j "$(nproc)" --target "${tests[@]}"
       regex="^($(IFS='|'; echo "${tests[*]}"))\$"
       TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \

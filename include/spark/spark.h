@@ -17,6 +17,7 @@
  *   - spark_mla_qproj_plan: spark_mla_qproj_run may be called from any number of
  *     threads at once.  Destroying a plan must not race with a run of that plan.
  *   - A plan must be destroyed before the context it was created on.
+ *   - spark_set_log_callback and spark_set_log_level: any thread, at any time.
  *
  * Memory and streams
  *   - All tensor pointers are device pointers in the context's device, in the CUDA
@@ -110,6 +111,56 @@ typedef struct CUstream_st* spark_stream;
 
 typedef struct spark_context_s* spark_context;
 typedef struct spark_mla_qproj_plan_s* spark_mla_qproj_plan;
+
+/* ------------------------------------------------------------------------- */
+/* Logging: process-wide, no device needed.                                   */
+/* ------------------------------------------------------------------------- */
+
+/* Message levels, lowest first (values pinned). */
+typedef enum spark_log_level {
+  SPARK_LOG_TRACE = 0,
+  SPARK_LOG_DEBUG = 1,
+  /* e.g. a kernel compiled by a prewarm. */
+  SPARK_LOG_INFO = 2,
+  /* Something the host should fix but spark worked around: a kernel compiled while
+   * serving (plan creation or a lazy plan's first run), a corrupt cache entry. */
+  SPARK_LOG_WARN = 3,
+  /* An operation failed for a reason of the deployment, e.g. a kernel refused under
+   * SPARK_JIT=0 (the call also returns the error). */
+  SPARK_LOG_ERROR = 4,
+  SPARK_LOG_CRITICAL = 5,
+  /* As a level: nothing is logged. */
+  SPARK_LOG_OFF = 6
+} spark_log_level;
+
+/* One message: its level, its text and the user_data given with the callback.  The text
+ * is NUL-terminated, has no trailing newline, and is valid only during the call (copy it
+ * to keep it). */
+typedef void (*spark_log_callback)(spark_log_level level, const char* message, void* user_data);
+
+/* Sends spark's messages to callback instead of stderr; NULL goes back to stderr, where
+ * each message is one line with the local time, the pid and the level:
+ *   [2026-12-04 07:40:00.123] [spark 12345] [warning] text
+ *   - The callback runs on whichever thread is inside spark when the message is logged:
+ *     any thread that calls spark, including during spark_context_create,
+ *     spark_mla_qproj_plan_create and spark_mla_qproj_run (a kernel compiled, a corrupt
+ *     cache entry found).
+ *   - Calls are serialised by spark: one at a time, never two threads at once.
+ *   - The callback must not call spark.  Messages a spark call from inside it would log are
+ *     dropped, spark_set_log_callback from inside it fails with INVALID_ARGUMENT, and other
+ *     calls may deadlock.
+ *   - Safe at any time, from any thread: the swap waits for a call of the previous callback
+ *     in progress, so once this returns the previous callback and its user_data are no
+ *     longer used.
+ * Messages below the level (spark_set_log_level) reach neither the callback nor stderr.
+ * Errors: INVALID_ARGUMENT (called from inside the callback). */
+SPARK_API spark_status spark_set_log_callback(spark_log_callback callback, void* user_data);
+
+/* The lowest level that is logged, to the callback and stderr alike; SPARK_LOG_OFF logs
+ * nothing.  The initial level comes from the environment variable SPARK_LOG_LEVEL (trace,
+ * debug, info, warn, error, critical, off; default warn); this overrides it.
+ * Errors: INVALID_ARGUMENT (level outside SPARK_LOG_TRACE..SPARK_LOG_OFF). */
+SPARK_API spark_status spark_set_log_level(spark_log_level level);
 
 /* ------------------------------------------------------------------------- */
 /* Context: the loaded kernels of one device.                                 */

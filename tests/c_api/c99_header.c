@@ -30,7 +30,15 @@ typedef struct api_table {
                               const spark_mla_qproj_plan_options*, spark_mla_qproj_plan*);
   void (*plan_destroy)(spark_mla_qproj_plan);
   spark_status (*run)(spark_mla_qproj_plan, const spark_mla_qproj_args*, spark_stream);
+  spark_status (*set_log_callback)(spark_log_callback, void*);
+  spark_status (*set_log_level)(spark_log_level);
 } api_table;
+
+/* A log callback as a C host writes one: counts the messages it is given. */
+static void count_messages(spark_log_level level, const char* message, void* user_data) {
+  (void)level;
+  if (message != NULL) ++*(int*)user_data;
+}
 
 static const char* safe(const char* s) { return s ? s : "(null)"; }
 
@@ -45,6 +53,9 @@ int main(void) {
       SPARK_ERROR_INTERNAL};
   const spark_weight_format formats[] = {SPARK_WEIGHTS_BF16, SPARK_WEIGHTS_MXFP8};
   const spark_dtype dtypes[] = {SPARK_DTYPE_BF16, SPARK_DTYPE_E4M3};
+  const spark_log_level levels[] = {SPARK_LOG_TRACE, SPARK_LOG_DEBUG,    SPARK_LOG_INFO, SPARK_LOG_WARN,
+                                    SPARK_LOG_ERROR, SPARK_LOG_CRITICAL, SPARK_LOG_OFF};
+  int messages = 0;
   size_t i;
 
   api_table api;
@@ -66,6 +77,7 @@ int main(void) {
   EXPECT(spark_status_string((spark_status)99) != NULL);
   for (i = 0; i < sizeof formats / sizeof formats[0]; ++i) EXPECT((int)formats[i] == (int)i);
   for (i = 0; i < sizeof dtypes / sizeof dtypes[0]; ++i) EXPECT((int)dtypes[i] == (int)i);
+  for (i = 0; i < sizeof levels / sizeof levels[0]; ++i) EXPECT((int)levels[i] == (int)i);
 
   api.version_number = spark_version_number;
   api.version_string = spark_version_string;
@@ -78,10 +90,13 @@ int main(void) {
   api.plan_create = spark_mla_qproj_plan_create;
   api.plan_destroy = spark_mla_qproj_plan_destroy;
   api.run = spark_mla_qproj_run;
+  api.set_log_callback = spark_set_log_callback;
+  api.set_log_level = spark_set_log_level;
   EXPECT(api.version_number != NULL && api.version_string != NULL && api.status_string != NULL &&
          api.last_error != NULL && api.context_create != NULL && api.context_destroy != NULL &&
          api.context_compute_capability != NULL && api.can_implement != NULL &&
-         api.plan_create != NULL && api.plan_destroy != NULL && api.run != NULL);
+         api.plan_create != NULL && api.plan_destroy != NULL && api.run != NULL &&
+         api.set_log_callback != NULL && api.set_log_level != NULL);
 
   /* Version. */
   version = spark_version_string();
@@ -173,6 +188,16 @@ int main(void) {
   EXPECT(st == SPARK_ERROR_INVALID_ARGUMENT);
   st = spark_mla_qproj_run(plan, &args, stream);
   EXPECT(st == SPARK_ERROR_INVALID_ARGUMENT);
+
+  /* Logging: a callback and a level set from C; an out-of-range level is refused, naming it. */
+  EXPECT(spark_set_log_callback(count_messages, &messages) == SPARK_SUCCESS);
+  EXPECT(spark_set_log_level(SPARK_LOG_INFO) == SPARK_SUCCESS);
+  st = spark_set_log_level((spark_log_level)7);
+  printf("set_log_level(7) = %d (%s): %s\n", (int)st, safe(spark_status_string(st)), safe(spark_last_error()));
+  EXPECT(st == SPARK_ERROR_INVALID_ARGUMENT);
+  EXPECT(spark_last_error() != NULL && strstr(spark_last_error(), "level") != NULL);
+  EXPECT(spark_set_log_callback(NULL, NULL) == SPARK_SUCCESS);
+  EXPECT(spark_set_log_level(SPARK_LOG_WARN) == SPARK_SUCCESS);
 
   /* Destroying NULL handles is a no-op. */
   spark_mla_qproj_plan_destroy(NULL);

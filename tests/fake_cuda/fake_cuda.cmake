@@ -2,10 +2,10 @@
 # from tests/CMakeLists.txt (include(), not add_subdirectory(), so that spark_test() finds
 # support/ and the test binary sits beside the others).
 #
-# The fake is a library whose soname is libcuda.so.1.  Only test_driver_failures links it:
-# its DT_NEEDED libcuda.so.1 is found through that binary's RPATH, which CMake points at
-# the fake's folder because it links it, and spark's dlopen("libcuda.so.1") then returns
-# the object already loaded.  The folder is tests/fake_cuda/ of the build tree, which no
+# The fake is a library whose soname is libcuda.so.1.  Only test_driver_failures and
+# test_log_callback (tests/CMakeLists.txt) link it: their DT_NEEDED libcuda.so.1 is found
+# through each binary's RPATH, which CMake points at the fake's folder because it links it,
+# and spark's dlopen("libcuda.so.1") then returns the object already loaded.  The folder is tests/fake_cuda/ of the build tree, which no
 # other binary's RPATH names (only the folders of what each links), so every other test and
 # tool still loads the real driver.
 add_library(spark_fake_cuda SHARED ${CMAKE_CURRENT_LIST_DIR}/fake_cuda.cpp)
