@@ -33,7 +33,7 @@ PrewarmSpec preset_spec(std::string_view model, int tp) {
       for (int t = 1; t <= p.total_heads; ++t)
         if (valid(t)) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", t);
       SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT,
-                 "argument 'tp': {} is not a tensor-parallel size of {} ({} heads; sizes: {})", tp, model,
+                 "argument '--tp': {} is not a tensor-parallel size of {} ({} heads; sizes: {})", tp, model,
                  p.total_heads, sizes);
     }
     PrewarmSpec s;
@@ -43,19 +43,19 @@ PrewarmSpec preset_spec(std::string_view model, int tp) {
   }
   std::string names;
   for (const ModelPreset& p : model_presets()) names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
-  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "argument 'model': unknown model '{}' (known: {})", model, names);
+  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "argument '--model': unknown model '{}' (known: {})", model, names);
 }
 
 std::vector<KernelKey> expand(const PrewarmSpec& spec) {
   SPARK_CHECK(spec.max_m >= 1 && spec.max_m <= 8192, SPARK_ERROR_INVALID_ARGUMENT,
-              "argument 'max_m': {} is outside 1..8192", spec.max_m);
+              "argument '--max-m': {} is outside 1..8192", spec.max_m);
   SPARK_CHECK(!spec.heads.empty() && !spec.nope_dims.empty() && !spec.weights.empty() && !spec.outs.empty(),
-              SPARK_ERROR_INVALID_ARGUMENT, "arguments 'heads', 'nope_dim', 'weights' and 'out' must not be empty");
+              SPARK_ERROR_INVALID_ARGUMENT, "arguments '--heads', '--nope', '--weights' and '--out' must not be empty");
   for (int h : spec.heads)
-    SPARK_CHECK(h >= 1 && h <= 128, SPARK_ERROR_INVALID_ARGUMENT, "argument 'heads': {} is outside 1..128", h);
+    SPARK_CHECK(h >= 1 && h <= 128, SPARK_ERROR_INVALID_ARGUMENT, "argument '--heads': {} is outside 1..128", h);
   for (int k : spec.nope_dims)
     SPARK_CHECK(k == 128 || k == 192, SPARK_ERROR_INVALID_ARGUMENT,
-                "argument 'nope_dim': {} is not supported (128 or 192)", k);
+                "argument '--nope': {} is not supported (128 or 192)", k);
   std::vector<KernelKey> keys;
   for (int h : spec.heads)
     for (int k : spec.nope_dims)

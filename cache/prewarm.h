@@ -31,7 +31,8 @@ struct ModelPreset {
 };
 const std::vector<ModelPreset>& model_presets();
 // Heads per rank: total / tp where tp divides the heads, ceil(total / tp) for the preset's
-// padded sizes; throws INVALID_ARGUMENT for an unknown model or any other tp.
+// padded sizes; throws INVALID_ARGUMENT for an unknown model or any other tp.  Errors name
+// the flags of spark-prewarm and spark-cache check (--model, --tp, --max-m, ...).
 PrewarmSpec preset_spec(std::string_view model, int tp);
 
 // Every kernel key the spec needs: shapes x formats x dtypes x regimes up to max_m.

@@ -36,6 +36,10 @@ struct Nvrtc {
   decltype(&::nvrtcGetPTX) GetPTX = nullptr;
   decltype(&::nvrtcGetCUBINSize) GetCUBINSize = nullptr;
   decltype(&::nvrtcGetCUBIN) GetCUBIN = nullptr;
+  // Optional (reported by `spark-cache info`, never needed for a compile).
+  decltype(&::nvrtcGetNumSupportedArchs) GetNumSupportedArchs = nullptr;
+  decltype(&::nvrtcGetSupportedArchs) GetSupportedArchs = nullptr;
+  std::string path;   // the file loaded, as the loader resolved it
   std::string error;  // why it is not available; empty when it is
 };
 
@@ -65,6 +69,11 @@ const Nvrtc& nvrtc_api() {
     bind("nvrtcGetPTX", n.GetPTX);
     bind("nvrtcGetCUBINSize", n.GetCUBINSize);
     bind("nvrtcGetCUBIN", n.GetCUBIN);
+    n.GetNumSupportedArchs = reinterpret_cast<decltype(n.GetNumSupportedArchs)>(::dlsym(lib, "nvrtcGetNumSupportedArchs"));
+    n.GetSupportedArchs = reinterpret_cast<decltype(n.GetSupportedArchs)>(::dlsym(lib, "nvrtcGetSupportedArchs"));
+    Dl_info where{};
+    n.path = n.Version && ::dladdr(reinterpret_cast<void*>(n.Version), &where) && where.dli_fname ? where.dli_fname
+                                                                                                   : file;
     return n;
   }();
   return api;
@@ -134,10 +143,34 @@ void dump(const RenderedSource& src, const CompiledKernel& out, nvrtcProgram pro
 std::string nvrtc_version() {
   // Without NVRTC, the version of the toolkit this library was built with: a cache
   // prewarmed by that NVRTC still hits.
-  if (!nvrtc_api().error.empty()) return fmt::format("{}.{}", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+  if (!nvrtc_api().error.empty()) return nvrtc_built_version();
   int major = 0, minor = 0;
   SPARK_NVRTC_CHECK(nvrtc().Version(&major, &minor));
   return fmt::format("{}.{}", major, minor);
+}
+
+std::string nvrtc_built_version() { return fmt::format("{}.{}", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10); }
+
+NvrtcInfo nvrtc_info() {
+  const Nvrtc& n = nvrtc_api();
+  NvrtcInfo info;
+  info.problem = n.error;
+  if (!n.error.empty()) return info;
+  info.path = n.path;
+  int major = 0, minor = 0;
+  if (n.Version(&major, &minor) != NVRTC_SUCCESS) {
+    info.problem = "nvrtcVersion failed";
+    return info;
+  }
+  info.loaded = true;
+  info.version = fmt::format("{}.{}", major, minor);
+  int count = 0;
+  if (n.GetNumSupportedArchs && n.GetSupportedArchs && n.GetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0 &&
+      count < 1024) {
+    info.archs.resize(static_cast<size_t>(count));
+    if (n.GetSupportedArchs(info.archs.data()) != NVRTC_SUCCESS) info.archs.clear();
+  }
+  return info;
 }
 
 std::vector<std::string> compile_options(const std::string& arch) {

@@ -11,7 +11,9 @@ namespace {
 
 struct Loaded {
   CudaDriver api{};
-  std::string error;  // why the driver is unusable, empty when fine
+  bool bound = false;  // the library loaded and every entry point found (cuInit may still have failed)
+  std::string path;    // the library file, as the loader resolved it
+  std::string error;   // why the driver is unusable, empty when fine
 };
 
 Loaded load() {
@@ -41,6 +43,9 @@ Loaded load() {
   bind("cuOccupancyMaxActiveBlocksPerMultiprocessor", d.OccupancyMaxActiveBlocksPerMultiprocessor);
   bind("cuGetErrorName", d.GetErrorName);
   if (!e.empty()) return l;
+  l.bound = true;
+  Dl_info where{};
+  l.path = ::dladdr(reinterpret_cast<void*>(d.Init), &where) && where.dli_fname ? where.dli_fname : file;
   const CUresult rc = d.Init(0);
   if (rc != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -50,10 +55,42 @@ Loaded load() {
   return l;
 }
 
+const Loaded& loaded_driver() {
+  static const Loaded loaded = load();
+  return loaded;
+}
+
 }  // namespace
 
+DriverInfo cuda_driver_info() {
+  const Loaded& l = loaded_driver();
+  DriverInfo info;
+  info.problem = l.error;
+  if (!l.bound) return info;
+  info.loaded = true;
+  info.path = l.path;
+  if (l.api.DriverGetVersion(&info.version) != CUDA_SUCCESS) info.version = 0;
+  if (!l.error.empty()) return info;
+  int count = 0;
+  if (l.api.DeviceGetCount(&count) != CUDA_SUCCESS) return info;
+  for (int i = 0; i < count; ++i) {
+    CUdevice dev = 0;
+    DriverInfo::Gpu g;
+    g.ordinal = i;
+    char name[256] = {};
+    int major = 0, minor = 0;
+    if (l.api.DeviceGet(&dev, i) != CUDA_SUCCESS) continue;
+    if (l.api.DeviceGetName(name, sizeof name - 1, dev) == CUDA_SUCCESS) g.name = name;
+    if (l.api.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
+        l.api.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS)
+      g.compute_capability = major * 10 + minor;
+    info.gpus.push_back(std::move(g));
+  }
+  return info;
+}
+
 const CudaDriver& cuda_driver() {
-  static const Loaded loaded = load();
+  const Loaded& loaded = loaded_driver();
   SPARK_CHECK(loaded.error.empty(), SPARK_ERROR_NO_DEVICE, "{}", loaded.error);
   return loaded.api;
 }

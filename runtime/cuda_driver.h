@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <string>
+#include <vector>
 
 #include "spark/spark.h"
 
@@ -33,6 +34,23 @@ struct CudaDriver {
 
 // The loaded driver (initialised with cuInit), or throws NO_DEVICE with the reason.
 const CudaDriver& cuda_driver();
+
+// What `spark-cache info` reports about the driver; never throws.  Without libcuda,
+// loaded is false and problem says why; with it but no usable GPU (cuInit failed), the
+// version is still read and gpus is empty.
+struct DriverInfo {
+  struct Gpu {
+    int ordinal = 0;
+    std::string name;
+    int compute_capability = 0;  // 90 for 9.0; 0 when it could not be read
+  };
+  bool loaded = false;
+  std::string path;   // the library file, as the loader resolved it
+  int version = 0;    // cuDriverGetVersion: 13000 for 13.0
+  std::vector<Gpu> gpus;
+  std::string problem;
+};
+DriverInfo cuda_driver_info();
 
 // "CUDA_ERROR_INVALID_VALUE"
 std::string cu_result_name(CUresult rc);

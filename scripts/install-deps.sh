@@ -3,7 +3,8 @@
 # (nvcc headers, NVRTC, cuBLAS) is expected at /usr/local/cuda.
 #   --ci   also what CI's sanitizer and fuzz jobs need (clang with libFuzzer)
 set -euo pipefail
-packages=(cmake ninja-build g++ pkgconf libfmt-dev nlohmann-json3-dev libspdlog-dev doctest-dev libcli11-dev libxxhash-dev)
+packages=(cmake ninja-build g++ pkgconf libfmt-dev nlohmann-json3-dev libspdlog-dev doctest-dev libcli11-dev libxxhash-dev
+          libarchive-dev zstd)
 if [ "${1:-}" = "--ci" ]; then
   packages+=(clang libclang-rt-14-dev)
 fi

@@ -18,6 +18,7 @@
 #include "cache/evict.h"
 #include "core/files.h"
 #include "tests/cache/cache_test_util.h"
+#include "tests/cache/tar_writer.h"
 
 using namespace spark;
 using namespace spark_test;
@@ -29,37 +30,16 @@ struct Archived {
   std::vector<std::pair<std::string, std::string>> files;  // in archive order
 };
 
-template <class T>
-void put(std::string& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
-}
-
-void put_text(std::string& out, std::string_view s) {
-  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
-  out.append(s);
-}
-
-// XXH3-64 of the bytes (the manifest's checksum, as a number).
-uint64_t xxh3(const std::string& data) { return std::stoull(checksum_hex(data), nullptr, 16); }
-
-// The archive format of cache/archive.h, written independently of the exporter.
-std::string make_archive(const std::vector<Archived>& entries) {
-  std::string b = "SPKCACHE";
-  put<uint32_t>(b, kArchiveFormatVersion);
-  put<uint32_t>(b, static_cast<uint32_t>(kCacheFormatVersion));
-  put<uint64_t>(b, entries.size());
-  for (const Archived& e : entries) {
-    put_text(b, e.name);
-    put<uint32_t>(b, static_cast<uint32_t>(e.files.size()));
-    for (const auto& [name, data] : e.files) {
-      put_text(b, name);
-      put<uint64_t>(b, data.size());
-      put<uint64_t>(b, xxh3(data));
-      b += data;
-    }
-  }
-  put<uint64_t>(b, xxh3(b));
-  return b + "SPKCEND\n";
+// The archive format of cache/archive.h, written independently of the exporter: the
+// header member, each entry's files as "<name>/<file>", the checksum list.
+std::string make_archive(const std::vector<Archived>& entries, const std::vector<TarMember>& extra = {}) {
+  std::vector<TarMember> members{{kArchiveHeaderMember, archive_header()}};
+  for (const Archived& e : entries)
+    for (const auto& [name, data] : e.files) members.push_back({e.name + "/" + name, data});
+  for (const TarMember& m : extra) members.push_back(m);
+  std::vector<TarMember> listed = members;
+  members.push_back({kArchiveSumsMember, sums_of(listed)});
+  return tar_bytes(members);
 }
 
 // A real entry's files, as export writes them.
@@ -109,7 +89,7 @@ TEST_CASE("import refuses hostile entries before publishing anything") {
   const KernelCache cache(target.path);
   auto refuse = [&](const std::string& label, const std::vector<Archived>& entries, const std::string& expected) {
     CAPTURE(label);
-    const fs::path f = files.path / (label + ".spk");
+    const fs::path f = files.path / (label + ".tar.zst");
     write_file_synced(f, make_archive(entries));
     const std::string why = import_refusal(cache, f);
     CHECK_MESSAGE(why.find(expected) != std::string::npos, why);
@@ -117,8 +97,8 @@ TEST_CASE("import refuses hostile entries before publishing anything") {
   };
   const Archived good = archived(a);
   REQUIRE(import_refusal(cache, [&] {
-            write_file_synced(files.path / "good.spk", make_archive({good, archived(b)}));
-            return files.path / "good.spk";
+            write_file_synced(files.path / "good.tar.zst", make_archive({good, archived(b)}));
+            return files.path / "good.tar.zst";
           }()) == "");
   REQUIRE(cache.entry_names().size() == 2);
   clear_cache(cache);
@@ -140,7 +120,9 @@ TEST_CASE("import refuses hostile entries before publishing anything") {
 
   for (const std::string& bad : {std::string("mla_qproj\x1b[2J.h8-0123456789abcdef"),
                                  std::string("mla_qproj.h8\nFAKE OUTPUT LINE-0123456789abcdef"),
-                                 std::string(230, 'k') + "-0123456789abcdef", std::string("../../etc-0123456789abcdef")}) {
+                                 std::string(230, 'k') + "-0123456789abcdef", std::string("../../etc-0123456789abcdef"),
+                                 std::string("/etc/cron.d/mla_qproj.h8-0123456789abcdef"), std::string("."),
+                                 std::string("./") + b.dir.filename().string()}) {
     Archived forged = archived(b);
     forged.name = bad;
     refuse("forged-name", {good, forged}, "has a name no cache entry has");
@@ -155,26 +137,74 @@ TEST_CASE("import refuses hostile entries before publishing anything") {
   Archived huge = archived(b);
   file_of(huge, kManifestFile) = std::string(kMaxManifestBytes + 1, ' ');
   refuse("manifest-above-cap", {good, huge}, "above the 65536-byte cap");
+
+  // Members that are not regular files, in the place of an entry's file: never written anywhere.
+  const std::string victim = archived(b).name;
+  const auto refuse_member = [&](const std::string& label, const TarMember& m, const std::string& expected) {
+    Archived e = archived(b);
+    e.files.pop_back();
+    std::vector<TarMember> members{{kArchiveHeaderMember, archive_header()}};
+    for (const auto& [name, data] : good.files) members.push_back({good.name + "/" + name, data});
+    for (const auto& [name, data] : e.files) members.push_back({e.name + "/" + name, data});
+    TarMember in_place_of_log = m;  // where the entry's nvrtc.log belongs
+    in_place_of_log.name = victim + "/" + kLogFile;
+    members.push_back(in_place_of_log);
+    std::vector<TarMember> listed = members;
+    members.push_back({kArchiveSumsMember, sums_of(listed)});
+    CAPTURE(label);
+    const fs::path f = files.path / (label + ".tar.zst");
+    write_file_synced(f, tar_bytes(members));
+    const std::string why = import_refusal(cache, f);
+    CHECK_MESSAGE(why.find(expected) != std::string::npos, why);
+    CHECK(cache.entry_names().empty());
+  };
+  refuse_member("symlink", {"", "", AE_IFLNK, "/etc/passwd"}, "is not a regular file");
+  refuse_member("hardlink", {"", "", AE_IFREG, good.name + "/" + kLogFile, true}, "is not a regular file");
+  refuse_member("directory", {"", "", AE_IFDIR}, "is not a regular file");
+  refuse_member("device", {"", "", AE_IFCHR}, "is not a regular file");
+  refuse_member("fifo", {"", "", AE_IFIFO}, "is not a regular file");
+
+  // Bytes that do not match the checksum list, a member after it, no list at all, another format.
+  {
+    std::vector<TarMember> members{{kArchiveHeaderMember, archive_header()}};
+    for (const auto& [name, data] : good.files) members.push_back({good.name + "/" + name, data});
+    std::vector<TarMember> listed = members;
+    listed.back().data += "x";  // the log (no manifest covers it) as the list says it was
+    const std::string sums = sums_of(listed);
+    std::vector<TarMember> mismatched = members;
+    mismatched.push_back({kArchiveSumsMember, sums});
+    write_file_synced(files.path / "sums.tar.zst", tar_bytes(mismatched));
+    CHECK(import_refusal(cache, files.path / "sums.tar.zst").find("does not match the members") != std::string::npos);
+    std::vector<TarMember> after = members;
+    after.push_back({kArchiveSumsMember, sums_of(members)});
+    after.push_back({"run.sh", "#!/bin/sh\n"});
+    write_file_synced(files.path / "after.tar.zst", tar_bytes(after));
+    CHECK(import_refusal(cache, files.path / "after.tar.zst").find("members after") != std::string::npos);
+    write_file_synced(files.path / "nosums.tar.zst", tar_bytes(members));
+    CHECK(import_refusal(cache, files.path / "nosums.tar.zst").find("truncated") != std::string::npos);
+    std::vector<TarMember> plain = members;
+    plain.push_back({kArchiveSumsMember, sums_of(members)});
+    write_file_synced(files.path / "plain.tar", tar_bytes(plain, /*zstd=*/false));
+    CHECK(import_refusal(cache, files.path / "plain.tar").find("not a zstd-compressed tar") != std::string::npos);
+    CHECK(cache.entry_names().empty());
+  }
 }
 
 TEST_CASE("import reads only regular files and never a whole archive into memory") {
   TempDir target, files;
   const KernelCache cache(target.path);
-  const fs::path fifo = files.path / "pipe.spk";
+  const fs::path fifo = files.path / "pipe.tar.zst";
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  const fs::path sparse = files.path / "sparse.spk";
+  const fs::path sparse = files.path / "huge.tar.zst";
   {
-    // A header that promises one entry whose cubin is 16 GiB: refused at the cap, not read.
-    std::string head = "SPKCACHE";
-    put<uint32_t>(head, kArchiveFormatVersion);
-    put<uint32_t>(head, static_cast<uint32_t>(kCacheFormatVersion));
-    put<uint64_t>(head, 1);
-    put_text(head, id_of(small_key()).name);
-    put<uint32_t>(head, 4);
-    put_text(head, kCubinFile);
-    put<uint64_t>(head, uint64_t(16) << 30);
-    write_file_synced(sparse, head);
-    REQUIRE(::truncate(sparse.c_str(), off_t(16) << 30) == 0);
+    // An entry whose cubin's header says 16 GiB, and nothing after it: refused at the cap
+    // from the header alone, never read (or allocated).
+    const std::string name = id_of(small_key()).name;
+    const std::string head =
+        tar_bytes({{kArchiveHeaderMember, archive_header()}, {name + "/" + kManifestFile, "{}"}}, /*zstd=*/false);
+    const std::string tar = head.substr(0, head.size() - 1024)  // without the end-of-archive blocks
+                            + ustar_header(name + "/" + kCubinFile, uint64_t(16) << 30);
+    write_file_synced(sparse, zstd_bytes(tar));
   }
   const int rc = with_timeout(30, [&] {
 #if !defined(__SANITIZE_ADDRESS__)
@@ -200,7 +230,7 @@ TEST_CASE("an import that runs out of disk halfway publishes none of its entries
   uint64_t first = 0;
   for (const auto& [name, data] : entries[0].files) first = std::max<uint64_t>(first, data.size());
   file_of(entries[1], kLogFile) = std::string(first + 4096, 'x');
-  const fs::path f = files.path / "three.spk";
+  const fs::path f = files.path / "three.tar.zst";
   write_file_synced(f, make_archive(entries));
   const KernelCache cache(target.path);
   REQUIRE(cache.ensure_writable());
@@ -222,7 +252,7 @@ TEST_CASE("import honours SPARK_CACHE_MAX_BYTES and leaves an unreadable entry a
   TempDir build, target, files;
   KernelStore store(build.path);
   const BuiltKernel a = store.get(small_key(8)), b = store.get(small_key(16));
-  const fs::path f = files.path / "two.spk";
+  const fs::path f = files.path / "two.tar.zst";
   write_file_synced(f, make_archive({archived(a), archived(b)}));
   const KernelCache cache(target.path);
   ::setenv("SPARK_CACHE_MAX_BYTES", "4K", 1);

@@ -1,6 +1,7 @@
 // The archive reader behind `spark-cache import`: any bytes, read and checked exactly as an
-// import reads a file (streamed field by field, each file within its cap, each entry against
-// its manifest), writing nothing.  It must never crash, read out of bounds or allocate more
+// import reads a file (libarchive's zstd and tar readers, member by member, each file within
+// its cap from its header, each entry against its manifest, the checksum list), writing
+// nothing.  It must never crash, read out of bounds or allocate more
 // than a cap allows; every refusal is a spark::Error naming 'FILE'.  An accepted archive's
 // entries all have names a cache entry may have, each once.
 #include <cstddef>

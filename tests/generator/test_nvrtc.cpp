@@ -75,6 +75,30 @@ TEST_CASE("NVRTC compiles, without a GPU and without spills, every tile the tabl
   }
 }
 
+TEST_CASE("every listed arch is one NVRTC targets, compiles a kernel, and is what its GPUs map to") {
+  const NvrtcInfo nvrtc = nvrtc_info();
+  REQUIRE_MESSAGE(nvrtc.loaded, nvrtc.problem);
+  CHECK(nvrtc.version == nvrtc_version());
+  for (const ArchInfo& a : supported_archs()) {
+    CAPTURE(a.name);
+    if (!nvrtc.archs.empty())
+      CHECK(std::find(nvrtc.archs.begin(), nvrtc.archs.end(), a.compute_capability) != nvrtc.archs.end());
+    // The smallest kernel of each: the decode tile, through real NVRTC.
+    const KernelKey k = key(std::string(a.name), regime_table(a.name).front().regime, OutDtype::kBf16);
+    const CompiledKernel c = compile(render(k));
+    CHECK(cubin_problem(c.cubin, k.arch, kKernelEntryName) == "");
+    // A GPU of this compute capability runs the arch-specific target where there is one.
+    const std::string mapped = arch_for_compute_capability(a.compute_capability);
+    CHECK((mapped == a.name || a.name.back() != 'a'));
+  }
+  // B300 (10.3), Thor (11.0), Orin (8.7).
+  CHECK(arch_for_compute_capability(103) == "sm_103a");
+  CHECK(arch_for_compute_capability(110) == "sm_110a");
+  CHECK(arch_for_compute_capability(87) == "sm_87");
+  CHECK(arch_info("sm_103a").max_smem_per_block == 232448);
+  CHECK_THROWS_AS(arch_for_compute_capability(75), Error);
+}
+
 TEST_CASE("a failed compile carries the NVRTC log") {
   RenderedSource src = render(key("sm_90a", {1, 16}, OutDtype::kBf16));
   src.source += "\nthis is not C++;\n";

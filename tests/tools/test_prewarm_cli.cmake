@@ -34,16 +34,46 @@ if(rc EQUAL 0 OR NOT out MATCHES "cannot load NVRTC")
   message(FATAL_ERROR "without NVRTC a compile must fail naming NVRTC (${rc}):\n${out}${err}")
 endif()
 
-execute_process(COMMAND ${PREWARM} --model glm5 --tp 7 --arch sm_90a --cache-dir ${WORK}/cache
+# Usage errors exit 2 and name the flag as it is typed (never max_m, nope_dim).
+foreach(case "--tp;--model;glm5;--tp;7" "--nope;--heads;8;--nope;64" "--nope;--heads;8;--nope"
+             "--max-m;--heads;8;--nope;128;--max-m;0" "--max-m;--heads;8;--nope;128;--max-m;many"
+             "--arch;--heads;8;--nope;128;--arch;sm_90a,sm_75" "--frobnicate;--frobnicate")
+  list(GET case 0 flag)
+  list(REMOVE_AT case 0)
+  execute_process(COMMAND ${PREWARM} ${case} --cache-dir ${WORK}/cache
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "${flag}" OR err MATCHES "max_m|nope_dim")
+    message(FATAL_ERROR "'${case}' must exit 2 naming ${flag} (${rc}): ${out}${err}")
+  endif()
+endforeach()
+# ... and with --json, as a JSON object on stdout.
+execute_process(COMMAND ${PREWARM} --model glm5 --tp 7 --json --cache-dir ${WORK}/cache
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "tp")
-  message(FATAL_ERROR "--tp 7 must fail naming tp (${rc}): ${out}${err}")
+string(JSON status GET "${out}" status)
+string(JSON error GET "${out}" error)
+if(NOT rc EQUAL 2 OR NOT status STREQUAL "usage" OR NOT error MATCHES "--tp")
+  message(FATAL_ERROR "--json usage error (${rc}):\n${out}${err}")
 endif()
 
-execute_process(COMMAND ${PREWARM} --heads 8 --nope 64 --arch sm_90a --max-m 16 --cache-dir ${WORK}/cache
+# --version, --help with defaults.
+execute_process(COMMAND ${PREWARM} --version RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^spark-prewarm [0-9.]+\n" OR NOT out MATCHES "cache format +[0-9]+"
+   OR NOT out MATCHES "NVRTC loaded +[0-9]+\\.[0-9]+" OR NOT out MATCHES "sm_103a")
+  message(FATAL_ERROR "--version (${rc}):\n${out}${err}")
+endif()
+execute_process(COMMAND ${PREWARM} --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "--max-m[^\n]*=8192" OR NOT out MATCHES "--weights[^\n]*=\\[?bf16")
+  message(FATAL_ERROR "--help must show the defaults (${rc}):\n${out}${err}")
+endif()
+
+# Several targets in one run, B300 (sm_103a) among them.
+execute_process(COMMAND ${PREWARM} --heads 8 --nope 128 --max-m 16 --out bf16 --arch sm_90a,sm_103a --json
+                        --cache-dir ${WORK}/multi
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "nope_dim")
-  message(FATAL_ERROR "--nope 64 must fail naming nope_dim (${rc}): ${out}${err}")
+string(JSON compiled GET "${out}" compiled)
+string(JSON second GET "${out}" kernels 1 key)
+if(NOT rc EQUAL 0 OR NOT compiled EQUAL 2 OR NOT second MATCHES "\\.sm_103a$")
+  message(FATAL_ERROR "--arch sm_90a,sm_103a (${rc}):\n${out}${err}")
 endif()
 # GLM-5 at TP 6 runs 11 heads per rank (padded); other sizes that do not divide the heads fail.
 execute_process(COMMAND ${PREWARM} --model glm5 --tp 6 --arch sm_90a --max-m 16 --out bf16 --cache-dir ${WORK}/cache
@@ -67,7 +97,7 @@ file(WRITE ${WORK}/type.json "{\"heads\": [8], \"nope\": [128], \"max_m\": \"64\
 foreach(f typo type)
   execute_process(COMMAND ${PREWARM} --spec ${WORK}/${f}.json --arch sm_90a --cache-dir ${WORK}/cache
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(rc EQUAL 0 OR NOT err MATCHES "--spec")
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "--spec")
     message(FATAL_ERROR "${f}.json must fail naming --spec (${rc}): ${out}${err}")
   endif()
 endforeach()

@@ -3,7 +3,7 @@
 // and a JSON result file.  bench/README.md explains the method and the columns.
 //
 // Exits 77 with "spark-bench: no CUDA device (...)" where there is no GPU (as the GPU tests do);
-// --help and --dry-run need no GPU.
+// --help, --version and --dry-run need no GPU.  Usage errors exit 2 (tools/common/cli.h).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spark/spark.h"
+#include "tools/common/cli.h"
 #include "tools/spark-bench/bench.h"
 #include "tools/spark-bench/check.h"
 #include "tools/spark-bench/cuda_objects.h"
@@ -35,7 +36,9 @@ using namespace spark_bench;
 namespace {
 
 constexpr int kSkipCode = 77;        // "skipped": no GPU (the tests' convention)
-constexpr int kCheckFailedCode = 2;  // every row ran, but spark's output differed from the staged path's
+// Every row ran, but spark's output differed from the staged path's.  (2 is a usage error, as
+// for every spark tool: tools/common/cli.h.)
+constexpr int kCheckFailedCode = 3;
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // what PyTorch gives cuBLAS on Hopper
 constexpr size_t kCeilingCopyBytes = size_t{2} << 30;
 constexpr int kCeilingReps = 10;
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
   double mem_gib = 8.0;
   bool pdl = false, quick = false, dry_run = false;
   std::string json_path, staged_quant = "fused";
+  spark_tools::apply_conventions(app, "spark-bench");
 
   app.add_option("--heads", heads, "heads per rank (default 8,11,16,32,64,128)")
       ->delimiter(',')
@@ -157,7 +161,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.25, 1024.0));
   app.add_option("--device", device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
   app.add_flag("--dry-run", dry_run, "print the rows, layers and memory per shape, then exit (no GPU needed)");
-  CLI11_PARSE(app, argc, argv);
+  // --json names a file here: errors stay text.
+  if (const auto rc = spark_tools::parse_command_line(app, argc, argv, "spark-bench", false)) return *rc;
 
   BenchOptions o;
   o.heads = !heads.empty() ? heads : (quick ? kQuickHeads : kGridHeads);

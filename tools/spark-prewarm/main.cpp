@@ -1,5 +1,6 @@
-// spark-prewarm: fill the kernel cache for a model preset, explicit shapes or a JSON file.
-// Works without a GPU when --arch is given (or when there is no GPU: sm_90a).
+// spark-prewarm: fill the kernel cache for a model preset, explicit shapes or a JSON file,
+// for one or more targets.  Works without a GPU when --arch is given (or when there is no
+// GPU: sm_90a).  Exit codes (tools/common/cli.h): 0 every kernel cached, 1 one failed, 2 usage.
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cache/prewarm.h"
@@ -16,6 +18,7 @@
 #include "core/error.h"
 #include "generator/tile_config.h"
 #include "runtime/cuda_driver.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -92,36 +95,56 @@ void read_spec_file(const std::string& path, spark::PrewarmSpec& spec, int& max_
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace tools = spark_tools;
+  const std::string tool = "spark-prewarm";
   CLI::App app{"spark-prewarm: compile spark's MLA query-projection kernels into the on-disk cache"};
-  std::string model, spec_file, arch, cache_dir;
+  tools::apply_conventions(app, tool);
+  std::string model, spec_file, cache_dir;
+  std::vector<std::string> archs;
   int tp = 1, jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))), max_m = 8192;
   std::vector<int> heads, nope;
   std::vector<std::string> weights{"bf16"}, outs{"bf16", "e4m3"};
   bool json = false, quiet = false;
+  std::vector<std::string> model_names;
+  for (const spark::ModelPreset& p : spark::model_presets()) model_names.emplace_back(p.name);
 
   // Three ways to name the shapes, one at a time: a preset, explicit lists, or a file.
-  auto* model_opt = app.add_option("--model", model, "model preset: glm5, deepseek-v3, kimi-k2");
+  auto* model_opt = app.add_option("--model", model, "model preset")->check(CLI::IsMember(model_names));
   auto* tp_opt = app.add_option("--tp", tp, "tensor-parallel size for --model (heads per rank = heads / tp; "
-                                            "glm5 also 6: 11 heads)");
-  auto* heads_opt = app.add_option("--heads", heads, "heads per rank, e.g. 8,16")->delimiter(',');
-  auto* nope_opt = app.add_option("--nope", nope, "nope dim K (128 or 192), e.g. 192")->delimiter(',');
-  auto* max_m_opt = app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare, 1..8192");
-  auto* weights_opt = app.add_option("--weights", weights, "weight formats: bf16,mxfp8")->delimiter(',');
-  auto* outs_opt = app.add_option("--out", outs, "output dtypes: bf16,e4m3")->delimiter(',');
+                                            "glm5 also 6: 11 heads)")
+                     ->check(CLI::PositiveNumber);
+  auto* heads_opt =
+      app.add_option("--heads", heads, "heads per rank, e.g. 8,16")->delimiter(',')->check(CLI::Range(1, 128));
+  auto* nope_opt =
+      app.add_option("--nope", nope, "nope dim K, e.g. 192")->delimiter(',')->check(CLI::IsMember({128, 192}));
+  auto* max_m_opt =
+      app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare")->check(CLI::Range(1, 8192));
+  auto* weights_opt = app.add_option("--weights", weights, "weight formats")
+                          ->delimiter(',')
+                          ->check(CLI::IsMember({"bf16", "mxfp8"}));
+  auto* outs_opt =
+      app.add_option("--out", outs, "output dtypes")->delimiter(',')->check(CLI::IsMember({"bf16", "e4m3"}));
   auto* spec_opt = app.add_option(
       "--spec", spec_file, "JSON file: {\"heads\":[..],\"nope\":[..],\"max_m\":N,\"weights\":[..],\"out\":[..]}");
   tp_opt->needs(model_opt);
   model_opt->excludes(heads_opt)->excludes(nope_opt)->excludes(spec_opt);
   spec_opt->excludes(heads_opt)->excludes(nope_opt)->excludes(max_m_opt)->excludes(weights_opt)->excludes(outs_opt);
-  app.add_option("--arch", arch, "target, e.g. sm_90a (default: the local GPU's, or sm_90a without one)");
+  app.add_option("--arch", archs,
+                 fmt::format("targets, comma-separated, e.g. sm_90a,sm_100a (default: the local GPU's, or sm_90a "
+                             "without one; known: {})",
+                             spark::supported_arch_names()))
+      ->delimiter(',');
   app.add_option("--cache-dir", cache_dir, "cache root (default: $SPARK_CACHE_DIR, $XDG_CACHE_HOME/spark, ~/.cache/spark)");
   app.add_option("-j,--jobs", jobs, "parallel compiles")->check(CLI::PositiveNumber);
-  app.add_flag("--json", json, "print a JSON report instead of text");
+  app.add_flag("--json", json, "print a JSON report instead of text (and a JSON error object on failure)");
   app.add_flag("-q,--quiet", quiet, "print only the summary");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = tools::parse_command_line(app, argc, argv, tool, tools::wants_json(argc, argv))) return *rc;
 
+  // Everything up to the first compile is the command line's fault when it fails: exit 2.
+  spark::PrewarmSpec spec;
+  std::vector<spark::KernelKey> keys;
+  bool from_gpu = false;
   try {
-    spark::PrewarmSpec spec;
     if (!model.empty()) {
       spec = spark::preset_spec(model, tp);
     } else if (!spec_file.empty()) {
@@ -130,24 +153,45 @@ int main(int argc, char** argv) {
       spec.heads = heads;
       spec.nope_dims = nope;
     } else {
-      std::cerr << "spark-prewarm: give --model NAME [--tp N], or --heads and --nope, or --spec FILE\n";
-      return 2;
+      return tools::report_error(tool, "give --model NAME [--tp N], or --heads and --nope, or --spec FILE", "usage",
+                                 tools::kExitUsage, json);
     }
     spec.max_m = max_m;
     spec.weights.clear();
     for (const auto& w : weights) spec.weights.push_back(spark::parse_weight_format(w));
     spec.outs.clear();
     for (const auto& o : outs) spec.outs.push_back(spark::parse_out_dtype(o));
-    bool from_gpu = false;
-    spec.arch = arch.empty() ? local_arch(from_gpu) : arch;
-    spark::arch_info(spec.arch);
+    if (archs.empty()) archs.push_back(local_arch(from_gpu));
+    for (const std::string& a : archs) {
+      try {
+        spark::arch_info(a);
+      } catch (const spark::Error& e) {
+        throw spark::Error(SPARK_ERROR_INVALID_ARGUMENT, fmt::format("argument '--arch': {}", e.what()));
+      }
+    }
+    for (const std::string& a : archs) {
+      spec.arch = a;
+      try {
+        for (auto& k : spark::expand(spec)) keys.push_back(std::move(k));
+      } catch (const spark::Error& e) {
+        if (spec_file.empty()) throw;
+        // The spec file's values are checked here: say which file.
+        throw spark::Error(e.status(), fmt::format("argument '--spec': {}: {}", spec_file, e.what()));
+      }
+    }
+  } catch (const spark::Error& e) {
+    return tools::report_error(tool, e.what(), "usage", tools::kExitUsage, json);
+  }
 
+  try {
     spark::KernelStore store(cache_dir.empty() ? spark::default_cache_dir() : std::filesystem::path(cache_dir));
-    const auto keys = spark::expand(spec);
+    const std::string arch_list = fmt::format("{}", fmt::join(archs, ","));
     const bool tty = !json && !quiet && isatty(STDOUT_FILENO);
     if (!json) {
-      fmt::print("spark-prewarm: {} kernels for {}{} into {}\n", keys.size(), spec.arch,
-                 arch.empty() ? (from_gpu ? " (local GPU)" : " (no GPU found; default)") : "",
+      fmt::print("spark-prewarm: {} kernels for {}{} into {}\n", keys.size(), arch_list,
+                 from_gpu ? " (local GPU)" : archs.size() == 1 && archs[0] == "sm_90a" && !app.count("--arch")
+                                                 ? " (no GPU found; default)"
+                                                 : "",
                  store.cache().root().string());
       std::fflush(stdout);
     }
@@ -175,7 +219,7 @@ int main(int argc, char** argv) {
       else ++compiled;
     }
     if (json) {
-      nlohmann::json j = {{"arch", spec.arch}, {"cache_dir", store.cache().root().string()},
+      nlohmann::json j = {{"arch", arch_list}, {"archs", archs}, {"cache_dir", store.cache().root().string()},
                           {"compiled", compiled}, {"cached", cached}, {"failed", failed}, {"seconds", secs},
                           {"kernels", nlohmann::json::array()}};
       for (const auto& r : results) j["kernels"].push_back(result_json(r));
@@ -183,12 +227,10 @@ int main(int argc, char** argv) {
     } else {
       fmt::print("spark-prewarm: {} compiled, {} cached, {} failed in {:.2f} s\n", compiled, cached, failed, secs);
     }
-    return failed == 0 ? 0 : 1;
+    return failed == 0 ? tools::kExitOk : tools::kExitProblem;
   } catch (const spark::Error& e) {
-    std::cerr << "spark-prewarm: " << e.what() << "\n";
-    return 2;
+    return tools::report_error(tool, e.what(), tools::status_word(e.status()), tools::kExitProblem, json);
   } catch (const std::exception& e) {
-    std::cerr << "spark-prewarm: " << e.what() << "\n";
-    return 2;
+    return tools::report_error(tool, e.what(), "error", tools::kExitProblem, json);
   }
 }

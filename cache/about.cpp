@@ -1,0 +1,56 @@
+#include "cache/about.h"
+
+#include <fmt/format.h>
+
+#include "cache/archive.h"
+#include "cache/manifest.h"
+#include "generator/nvrtc_compile.h"
+#include "generator/render.h"
+#include "generator/tile_config.h"
+#include "spark/spark.h"
+
+namespace spark {
+
+namespace {
+
+// The version this code was compiled as; spark_version_string() would be the library the
+// process loaded, which is the same library here (the tools link it).
+std::string spark_version() {
+  return fmt::format("{}.{}.{}", SPARK_VERSION_MAJOR, SPARK_VERSION_MINOR, SPARK_VERSION_PATCH);
+}
+
+}  // namespace
+
+std::string supported_arch_names() {
+  std::string names;
+  for (const ArchInfo& a : supported_archs()) names += fmt::format("{}{}", names.empty() ? "" : ", ", a.name);
+  return names;
+}
+
+std::string version_text(std::string_view tool) {
+  const NvrtcInfo nvrtc = nvrtc_info();
+  std::string text = fmt::format("{} {}\n", tool, spark_version());
+  text += fmt::format("generator      {}\n", kGeneratorVersion);
+  text += fmt::format("cache format   {}\n", kCacheFormatVersion);
+  text += fmt::format("archive format {}\n", kArchiveFormatVersion);
+  text += fmt::format("NVRTC built    {}\n", nvrtc_built_version());
+  text += nvrtc.loaded ? fmt::format("NVRTC loaded   {} ({})\n", nvrtc.version, nvrtc.path)
+                       : fmt::format("NVRTC loaded   not found ({})\n", nvrtc.problem);
+  text += fmt::format("archs          {}\n", supported_arch_names());
+  return text;
+}
+
+nlohmann::ordered_json version_json() {
+  const NvrtcInfo nvrtc = nvrtc_info();
+  nlohmann::ordered_json archs = nlohmann::ordered_json::array();
+  for (const ArchInfo& a : supported_archs()) archs.push_back(std::string(a.name));
+  return {{"spark", spark_version()},
+          {"generator", kGeneratorVersion},
+          {"cache_format", kCacheFormatVersion},
+          {"archive_format", kArchiveFormatVersion},
+          {"nvrtc_built", nvrtc_built_version()},
+          {"nvrtc_loaded", nvrtc.loaded ? nlohmann::ordered_json(nvrtc.version) : nlohmann::ordered_json(nullptr)},
+          {"archs", archs}};
+}
+
+}  // namespace spark
