@@ -32,55 +32,15 @@
 #include "fake_cuda_control.h"
 #include "generator/tile_config.h"
 #include "spark/spark.h"
+#include "tests/cache/cache_test_util.h"
+#include "tests/support/scoped_env.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-// ----------------------------------------------------------------------------------------
-// Temporary caches and environment.
-// ----------------------------------------------------------------------------------------
-
-class TempDir {
- public:
-  TempDir() {
-    std::string dir = (fs::temp_directory_path() / "spark-log-XXXXXX").string();
-    if (!::mkdtemp(dir.data())) {
-      std::perror("mkdtemp");
-      std::abort();
-    }
-    path = dir;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  fs::path path;
-};
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      ::setenv(name_, old_.c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using spark_test::ScopedEnv;
+using spark_test::TempDir;
 
 // ----------------------------------------------------------------------------------------
 // What a callback received.  No lock: spark calls the callback one message at a time, and

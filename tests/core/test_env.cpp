@@ -19,37 +19,17 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "tests/support/captured_log.h"
+#include "tests/support/scoped_env.h"
 
 namespace fs = std::filesystem;
 using namespace spark;
 using spark_test::CapturedLog;
+using spark_test::ScopedEnv;
 
 namespace {
 
 // The working directory when the process started, which is when libspark was loaded.
 const fs::path kStartDir = fs::current_path();
-
-// Sets a variable (or unsets it, for nullopt) for a scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    set(value);
-  }
-  ~ScopedEnv() { set(old_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  void set(const std::optional<std::string>& value) {
-    if (value)
-      ::setenv(name_, value->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // Runs a scope in another working directory.
 class ScopedCwd {
