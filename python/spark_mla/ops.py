@@ -236,6 +236,10 @@ class Plan:
             _fail("out", f"is {out.dtype}, but the plan's out_dtype is {self.out_dtype}")
         if q_nope.device != self.device:
             _fail("q_nope", f"is on {q_nope.device}, but the plan is for {self.device}")
+        self._launch(m, q_nope, q_pe, w, out, w_scale, q_scale)
+
+    def _launch(self, m, q_nope, q_pe, w, out, w_scale, q_scale):
+        # The tensors were checked (_check) and match the plan: the ops look the plan up from them.
         if m == 0:
             return  # no tokens: nothing to write (spark itself needs m >= 1)
         qn_m, qn_h = _outer_strides(q_nope)
@@ -304,8 +308,8 @@ def _plan_for(q_nope, q_pe, w, out_dtype, max_m, enable_pdl, lazy):
 def _mla_qproj_out(q_nope: torch.Tensor, q_pe: torch.Tensor, w: torch.Tensor, w_scale: Optional[torch.Tensor],
                    out: torch.Tensor, q_scale: Optional[torch.Tensor] = None, max_m: int = MAX_M,
                    enable_pdl: bool = False, lazy: bool = False) -> None:
-    _check(q_nope, q_pe, w, w_scale, out, q_scale, out.dtype, real=True)
-    _plan_for(q_nope, q_pe, w, out.dtype, max_m, enable_pdl, lazy).run(q_nope, q_pe, w, out, w_scale, q_scale)
+    m = _check(q_nope, q_pe, w, w_scale, out, q_scale, out.dtype, real=True)[0]
+    _plan_for(q_nope, q_pe, w, out.dtype, max_m, enable_pdl, lazy)._launch(m, q_nope, q_pe, w, out, w_scale, q_scale)
 
 
 @_mla_qproj_out.register_fake
@@ -319,7 +323,7 @@ def _mla_qproj(q_nope: torch.Tensor, q_pe: torch.Tensor, w: torch.Tensor, w_scal
                enable_pdl: bool = False, lazy: bool = False) -> torch.Tensor:
     m, h, _, n, r = _check(q_nope, q_pe, w, w_scale, None, q_scale, out_dtype, real=True)
     out = torch.empty((m, h, n + r), dtype=out_dtype, device=q_nope.device)
-    _plan_for(q_nope, q_pe, w, out_dtype, max_m, enable_pdl, lazy).run(q_nope, q_pe, w, out, w_scale, q_scale)
+    _plan_for(q_nope, q_pe, w, out_dtype, max_m, enable_pdl, lazy)._launch(m, q_nope, q_pe, w, out, w_scale, q_scale)
     return out
 
 
