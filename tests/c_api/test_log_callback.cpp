@@ -30,12 +30,24 @@
 #include "cache/kernel_store.h"
 #include "cache/prewarm.h"
 #include "fake_cuda_control.h"
+#include "fake_problem.h"
 #include "generator/tile_config.h"
 #include "spark/spark.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/support/scoped_env.h"
 
 namespace {
+
+using spark_test::Context;
+using spark_test::key_for;
+using spark_test::kHeads;
+using spark_test::kK;
+using spark_test::kMaxM;
+using spark_test::kN;
+using spark_test::kR;
+using spark_test::make_args;
+using spark_test::make_desc;
+using spark_test::Plan;
 
 namespace fs = std::filesystem;
 
@@ -106,47 +118,8 @@ class Recording {
 };
 
 // ----------------------------------------------------------------------------------------
-// The problem, its kernels, and handles that destroy themselves.
+// Contexts and plans on the fake device (the problem: tests/fake_cuda/fake_problem.h).
 // ----------------------------------------------------------------------------------------
-
-constexpr int kHeads = 8, kK = 192, kN = 512, kR = 64, kMaxM = 16;
-
-spark_mla_qproj_desc make_desc(spark_dtype out, int heads = kHeads) {
-  spark_mla_qproj_desc d;
-  std::memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.heads = heads;
-  d.nope_dim = kK;
-  d.latent_dim = kN;
-  d.rope_dim = kR;
-  d.weight_format = SPARK_WEIGHTS_BF16;
-  d.out_dtype = out;
-  return d;
-}
-
-// The kernel spark builds for desc at M 1-16 on the fake's sm_90 (sm_90a).
-spark::KernelKey key_for(const spark_mla_qproj_desc& d) {
-  spark::KernelKey key;
-  key.heads = d.heads;
-  key.k = d.nope_dim;
-  key.n = d.latent_dim;
-  key.r = d.rope_dim;
-  key.regime = spark::regime_for_m("sm_90a", 1).regime;
-  key.weights = spark::WeightFormat::kBf16;
-  key.out = d.out_dtype == SPARK_DTYPE_BF16 ? spark::OutDtype::kBf16 : spark::OutDtype::kE4m3;
-  key.arch = "sm_90a";
-  return key;
-}
-
-struct Context {
-  spark_context h = nullptr;
-  ~Context() { spark_context_destroy(h); }
-};
-
-struct Plan {
-  spark_mla_qproj_plan h = nullptr;
-  ~Plan() { spark_mla_qproj_plan_destroy(h); }
-};
 
 #define REQUIRE_OK(call)                                \
   do {                                                  \
@@ -168,28 +141,6 @@ spark_status create_plan(Context& ctx, const spark_mla_qproj_desc& desc, int laz
   return spark_mla_qproj_plan_create(ctx.h, &desc, &o, &plan.h);
 }
 
-// Fake device addresses, 16-byte aligned: the fake never dereferences them.
-spark_mla_qproj_args make_args(const spark_mla_qproj_desc& d, int m) {
-  spark_mla_qproj_args a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.m = m;
-  const int64_t qrow = kK + kR;
-  a.q_nope = reinterpret_cast<const void*>(uintptr_t{0x10000000});
-  a.q_nope_stride_h = qrow;
-  a.q_nope_stride_m = d.heads * qrow;
-  a.q_pe = reinterpret_cast<const void*>(uintptr_t{0x10000000} + 2 * kK);
-  a.q_pe_stride_m = d.heads * qrow;
-  a.q_pe_stride_h = qrow;
-  a.w = reinterpret_cast<const void*>(uintptr_t{0x20000000});
-  a.w_stride_h = int64_t{kK} * kN;
-  a.w_stride_k = kN;
-  a.out = reinterpret_cast<void*>(uintptr_t{0x30000000});
-  a.out_stride_h = kN + kR;
-  a.out_stride_m = d.heads * (kN + kR);
-  if (d.out_dtype == SPARK_DTYPE_E4M3) a.q_scale = reinterpret_cast<const float*>(uintptr_t{0x40000000});
-  return a;
-}
 
 // A spark call that fails at once and logs its error at debug level: a cheap message.
 void debug_message() { CHECK(spark_mla_qproj_can_implement(nullptr, nullptr) == SPARK_ERROR_INVALID_ARGUMENT); }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "fake_cuda_control.h"
+#include "fake_problem.h"
 #include "generator/tile_config.h"
 #include "runtime/plan.h"
 #include "spark/spark.h"
@@ -37,6 +38,17 @@
 extern char** environ;
 
 namespace {
+
+using spark_test::Context;
+using spark_test::key_for;
+using spark_test::kHeads;
+using spark_test::kK;
+using spark_test::kMaxM;
+using spark_test::kN;
+using spark_test::kR;
+using spark_test::make_args;
+using spark_test::make_desc;
+using spark_test::Plan;
 
 namespace fs = std::filesystem;
 
@@ -126,26 +138,9 @@ void check_error(spark_status got, spark_status want, std::initializer_list<std:
   } while (0)
 
 // ----------------------------------------------------------------------------------------
-// Handles that destroy themselves (a plan declared after its context goes first).
+// Contexts and plans on the fake device (the problem: tests/fake_cuda/fake_problem.h;
+// the handles there destroy themselves, a plan declared after its context first).
 // ----------------------------------------------------------------------------------------
-
-struct Context {
-  spark_context h = nullptr;
-  ~Context() { destroy(); }
-  void destroy() {
-    spark_context_destroy(h);
-    h = nullptr;
-  }
-};
-
-struct Plan {
-  spark_mla_qproj_plan h = nullptr;
-  ~Plan() { destroy(); }
-  void destroy() {
-    spark_mla_qproj_plan_destroy(h);
-    h = nullptr;
-  }
-};
 
 spark_status create_context(Context& ctx, int device = 0) {
   use_temp_cache();  // never the user's cache
@@ -154,23 +149,8 @@ spark_status create_context(Context& ctx, int device = 0) {
 }
 
 // ----------------------------------------------------------------------------------------
-// The problem: H 8, K 192, N 512, R 64, BF16 weights; M <= 16, so one kernel per output dtype.
+// The problem's two descriptors and its plans.
 // ----------------------------------------------------------------------------------------
-
-constexpr int kHeads = 8, kK = 192, kN = 512, kR = 64, kMaxM = 16;
-
-spark_mla_qproj_desc make_desc(spark_dtype out) {
-  spark_mla_qproj_desc d;
-  std::memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.heads = kHeads;
-  d.nope_dim = kK;
-  d.latent_dim = kN;
-  d.rope_dim = kR;
-  d.weight_format = SPARK_WEIGHTS_BF16;
-  d.out_dtype = out;
-  return d;
-}
 
 const spark_mla_qproj_desc kBf16 = make_desc(SPARK_DTYPE_BF16);
 const spark_mla_qproj_desc kE4m3 = make_desc(SPARK_DTYPE_E4M3);
@@ -184,50 +164,9 @@ spark_status create_plan(Context& ctx, const spark_mla_qproj_desc& desc, int laz
   return spark_mla_qproj_plan_create(ctx.h, &desc, &o, &plan.h);
 }
 
-// Fake device addresses, 16-byte aligned and far apart: the fake never dereferences them.
-constexpr uintptr_t kQ = 0x10000000, kW = 0x20000000, kOut = 0x30000000, kQScale = 0x40000000;
-
-// The server layout: q [M, H, K+R] token-major (q_nope = q[..., :K], q_pe = q[..., K:]),
-// w [H, K, N], out [M, H, N+R].
-spark_mla_qproj_args make_args(const spark_mla_qproj_desc& d, int m) {
-  spark_mla_qproj_args a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.m = m;
-  const int64_t qrow = kK + kR;
-  a.q_nope = reinterpret_cast<const void*>(kQ);
-  a.q_nope_stride_h = qrow;
-  a.q_nope_stride_m = kHeads * qrow;
-  a.q_pe = reinterpret_cast<const void*>(kQ + 2 * kK);
-  a.q_pe_stride_m = kHeads * qrow;
-  a.q_pe_stride_h = qrow;
-  a.w = reinterpret_cast<const void*>(kW);
-  a.w_stride_h = int64_t{kK} * kN;
-  a.w_stride_k = kN;
-  a.out = reinterpret_cast<void*>(kOut);
-  a.out_stride_h = kN + kR;
-  a.out_stride_m = kHeads * (kN + kR);
-  if (d.out_dtype == SPARK_DTYPE_E4M3) a.q_scale = reinterpret_cast<const float*>(kQScale);
-  return a;
-}
-
 spark_status run(const Plan& plan, const spark_mla_qproj_desc& d, int m, spark_stream stream = nullptr) {
   const spark_mla_qproj_args a = make_args(d, m);
   return spark_mla_qproj_run(plan.h, &a, stream);
-}
-
-// The key spark builds for desc at M 1-16 on the fake's sm_90 (sm_90a).
-spark::KernelKey key_for(const spark_mla_qproj_desc& d) {
-  spark::KernelKey key;
-  key.heads = d.heads;
-  key.k = d.nope_dim;
-  key.n = d.latent_dim;
-  key.r = d.rope_dim;
-  key.regime = spark::regime_for_m("sm_90a", 1).regime;
-  key.weights = spark::WeightFormat::kBf16;
-  key.out = d.out_dtype == SPARK_DTYPE_BF16 ? spark::OutDtype::kBf16 : spark::OutDtype::kE4m3;
-  key.arch = "sm_90a";
-  return key;
 }
 
 // Compiles (once per process) the kernels of both descriptors into the cache, so that a
