@@ -11,25 +11,9 @@
 
 namespace spark {
 
-namespace {
-
-// The version this code was compiled as; spark_version_string() would be the library the
-// process loaded, which is the same library here (the tools link it).
-std::string spark_version() {
-  return fmt::format("{}.{}.{}", SPARK_VERSION_MAJOR, SPARK_VERSION_MINOR, SPARK_VERSION_PATCH);
-}
-
-}  // namespace
-
-std::string supported_arch_names() {
-  std::string names;
-  for (const ArchInfo& a : supported_archs()) names += fmt::format("{}{}", names.empty() ? "" : ", ", a.name);
-  return names;
-}
-
 std::string version_text(std::string_view tool) {
   const NvrtcInfo nvrtc = nvrtc_info();
-  std::string text = fmt::format("{} {}\n", tool, spark_version());
+  std::string text = fmt::format("{} {}\n", tool, spark_version_string());
   text += fmt::format("generator      {}\n", kGeneratorVersion);
   text += fmt::format("cache format   {}\n", kCacheFormatVersion);
   text += fmt::format("archive format {}\n", kArchiveFormatVersion);
@@ -44,7 +28,7 @@ nlohmann::ordered_json version_json() {
   const NvrtcInfo nvrtc = nvrtc_info();
   nlohmann::ordered_json archs = nlohmann::ordered_json::array();
   for (const ArchInfo& a : supported_archs()) archs.push_back(std::string(a.name));
-  return {{"spark", spark_version()},
+  return {{"spark", spark_version_string()},
           {"generator", kGeneratorVersion},
           {"cache_format", kCacheFormatVersion},
           {"archive_format", kArchiveFormatVersion},

@@ -17,7 +17,4 @@ std::string version_text(std::string_view tool);
 // The same, as JSON (the "version" object of `spark-cache info --json`).
 nlohmann::ordered_json version_json();
 
-// "sm_80, sm_86, ..." (every target supported_archs() lists).
-std::string supported_arch_names();
-
 }  // namespace spark

@@ -25,12 +25,16 @@ const std::vector<ArchInfo>& supported_archs() {
   return kArchs;
 }
 
+std::string supported_arch_names() {
+  std::string names;
+  for (const ArchInfo& a : supported_archs()) names += fmt::format("{}{}", names.empty() ? "" : ", ", a.name);
+  return names;
+}
+
 const ArchInfo& arch_info(std::string_view arch) {
   for (const ArchInfo& a : supported_archs())
     if (a.name == arch) return a;
-  std::string names;
-  for (const ArchInfo& a : supported_archs()) names += fmt::format("{}{}", names.empty() ? "" : ", ", a.name);
-  SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "arch '{}' is not supported (supported: {})", arch, names);
+  SPARK_FAIL(SPARK_ERROR_UNSUPPORTED, "arch '{}' is not supported (supported: {})", arch, supported_arch_names());
 }
 
 std::string arch_for_compute_capability(int cc) {

@@ -17,6 +17,8 @@ struct ArchInfo {
 };
 
 const std::vector<ArchInfo>& supported_archs();
+// "sm_80, sm_86, ..." (every target supported_archs() lists).
+std::string supported_arch_names();
 // Throws UNSUPPORTED for an arch spark does not target.
 const ArchInfo& arch_info(std::string_view arch);
 // The arch spark compiles for on a device of this compute capability (e.g. 90 -> sm_90a).
