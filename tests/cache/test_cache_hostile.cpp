@@ -327,9 +327,15 @@ TEST_CASE("a cache directory planted by another user in /tmp cannot touch the fi
           fs::create_symlink(home / "notes.txt", cache / kStatsFile);
           return ::chmod(cache.c_str(), 0777) == 0 ? 0 : 1;
         }) == 0);
+  // The victim runs a copy of spark-prewarm (it links spark statically): the build tree may
+  // sit in a directory only its owner can enter, as a checkout under `mktemp -d` does.
+  const fs::path prewarm = base.path / "spark-prewarm";
+  fs::copy_file(SPARK_PREWARM_EXE, prewarm);
+  fs::permissions(prewarm, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
   const int rc = as_user(victim, victim, {victim}, 022, [&] {
     const std::string dir = cache.string();
-    ::execl(SPARK_PREWARM_EXE, SPARK_PREWARM_EXE, "--heads", "8", "--nope", "128", "--max-m", "16", "--out", "bf16",
+    ::execl(prewarm.c_str(), prewarm.c_str(), "--heads", "8", "--nope", "128", "--max-m", "16", "--out", "bf16",
             "--arch", "sm_90a", "--cache-dir", dir.c_str(), "-q", static_cast<char*>(nullptr));
     return 127;
   });
