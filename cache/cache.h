@@ -28,8 +28,8 @@
 #include "cache/entry_lock.h"
 #include "cache/manifest.h"
 #include "core/dir.h"
-#include "generator/nvrtc_compile.h"
-#include "generator/render.h"
+#include "jit/compile.h"
+#include "ops/mla_qproj/render.h"
 
 namespace spark {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "generator/kernel_key.h"
+#include "ops/mla_qproj/key.h"
 
 namespace spark {
 

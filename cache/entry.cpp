@@ -8,9 +8,9 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "generator/cubin_elf.h"
-#include "generator/kernel_key.h"
-#include "generator/render.h"
+#include "core/cubin_elf.h"
+#include "ops/mla_qproj/key.h"
+#include "ops/mla_qproj/render.h"
 
 namespace spark {
 

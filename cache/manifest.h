@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "generator/nvrtc_compile.h"
+#include "jit/compile.h"
 
 namespace spark {
 

@@ -6,7 +6,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/tiles.h"
 
 namespace spark {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 #include "runtime/cuda_driver.h"
 
 namespace spark {

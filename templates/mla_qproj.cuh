@@ -17,7 +17,7 @@
 
 namespace spark {
 
-// Kernel parameters, passed by value; mirrored on the host (runtime/plan.h).
+// Kernel parameters, passed by value; mirrored on the host (ops/mla_qproj/plan.h).
 struct MlaQprojParams {
   const u16* q_nope;
   long long q_nope_stride_h, q_nope_stride_m;

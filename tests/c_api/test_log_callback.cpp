@@ -27,11 +27,11 @@
 #include <thread>
 #include <vector>
 
-#include "cache/kernel_store.h"
-#include "cache/prewarm.h"
+#include "jit/kernel_store.h"
+#include "jit/prewarm.h"
 #include "fake_cuda_control.h"
 #include "fake_problem.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/tiles.h"
 #include "spark/spark.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/support/scoped_env.h"

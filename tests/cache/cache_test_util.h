@@ -17,9 +17,9 @@
 
 #include "cache/cache.h"
 #include "core/dir.h"
-#include "generator/kernel_key.h"
-#include "generator/nvrtc_compile.h"
-#include "generator/render.h"
+#include "ops/mla_qproj/key.h"
+#include "jit/compile.h"
+#include "ops/mla_qproj/render.h"
 #include "tests/support/captured_log.h"
 
 namespace spark_test {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "tests/cache/cache_test_util.h"

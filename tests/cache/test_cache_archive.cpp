@@ -4,7 +4,7 @@
 #include "cache/archive.h"
 #include "cache/evict.h"
 #include "cache/inspect.h"
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 #include "core/error.h"
 #include "core/files.h"
 #include <unistd.h>

@@ -14,7 +14,7 @@
 #include <fstream>
 
 #include "cache/evict.h"
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 #include "cache/scratch.h"
 #include "cache/stats.h"
 #include "core/error.h"

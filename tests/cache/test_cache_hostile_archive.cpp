@@ -12,7 +12,7 @@
 
 #include "cache/archive.h"
 #include "cache/inspect.h"
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 #include "cache/stats.h"
 #include "core/error.h"
 #include "cache/evict.h"

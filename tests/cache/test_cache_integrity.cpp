@@ -10,7 +10,7 @@
 
 #include <doctest/doctest.h>
 
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 #include "cache/stats.h"
 #include "core/files.h"
 #include "tests/cache/cache_test_util.h"

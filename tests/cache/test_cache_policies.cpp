@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cache/evict.h"
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 #include "cache/scratch.h"
 #include "cache/stats.h"
 #include "core/env.h"

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "cache/evict.h"
-#include "cache/kernel_store.h"
-#include "cache/prewarm.h"
+#include "jit/kernel_store.h"
+#include "jit/prewarm.h"
 #include "cache/scratch.h"
 #include "cache/stats.h"
 #include "core/files.h"

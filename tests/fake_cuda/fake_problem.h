@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "generator/kernel_key.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/key.h"
+#include "ops/mla_qproj/tiles.h"
 #include "spark/spark.h"
 
 namespace spark_test {

@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case SPARK_ERROR_INVALID_ARGUMENT:
     case SPARK_ERROR_UNSUPPORTED:
-      // runtime/validate.h: every message starts with "argument '<name>': ".
+      // ops/mla_qproj/validate.h: every message starts with "argument '<name>': ".
       if (msg.rfind("argument '", 0) != 0) __builtin_trap();
       break;
     default:

@@ -16,9 +16,9 @@
 
 #include "cache/entry.h"
 #include "core/error.h"
-#include "generator/cubin_elf.h"
-#include "generator/kernel_key.h"
-#include "generator/render.h"
+#include "core/cubin_elf.h"
+#include "ops/mla_qproj/key.h"
+#include "ops/mla_qproj/render.h"
 
 namespace {
 

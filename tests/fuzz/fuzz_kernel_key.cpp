@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "generator/kernel_key.h"
+#include "ops/mla_qproj/key.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/tiles.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

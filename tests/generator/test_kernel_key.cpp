@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "generator/kernel_key.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/key.h"
+#include "ops/mla_qproj/tiles.h"
 
 using namespace spark;
 

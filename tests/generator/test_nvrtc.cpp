@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "generator/cubin_elf.h"
-#include "generator/nvrtc_compile.h"
-#include "generator/tile_config.h"
+#include "core/cubin_elf.h"
+#include "jit/compile.h"
+#include "ops/mla_qproj/tiles.h"
 
 using namespace spark;
 

@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
 #include "core/error.h"
-#include "generator/embedded_templates.h"
-#include "generator/render.h"
+#include "jit/templates.h"
+#include "ops/mla_qproj/render.h"
 
 using namespace spark;
 

@@ -31,8 +31,8 @@
 
 #include "fake_cuda_control.h"
 #include "fake_problem.h"
-#include "generator/tile_config.h"
-#include "runtime/plan.h"
+#include "ops/mla_qproj/tiles.h"
+#include "ops/mla_qproj/plan.h"
 #include "spark/spark.h"
 
 extern char** environ;

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/plan.h"
-#include "runtime/validate.h"
+#include "ops/mla_qproj/plan.h"
+#include "ops/mla_qproj/validate.h"
 #include "spark/spark.h"
 
 namespace {
@@ -983,7 +983,7 @@ TEST_CASE("concurrent failures keep their own messages") {
 }
 
 // ==================================================================================
-// Internal checks (runtime/validate.h)
+// Internal checks (ops/mla_qproj/validate.h)
 // ==================================================================================
 
 TEST_CASE("validate_args: m above the plan's max_m") {

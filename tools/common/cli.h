@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "cache/about.h"
+#include "api/about.h"
 #include "core/error.h"
 
 namespace spark_tools {

@@ -16,14 +16,14 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "cache/about.h"
+#include "api/about.h"
 #include "cache/archive.h"
 #include "cache/evict.h"
 #include "cache/inspect.h"
-#include "cache/prewarm.h"
+#include "jit/prewarm.h"
 #include "core/env.h"
 #include "core/error.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/tiles.h"
 #include "runtime/cuda_driver.h"
 #include "tools/common/cli.h"
 

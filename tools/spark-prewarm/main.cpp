@@ -13,10 +13,10 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "cache/prewarm.h"
+#include "jit/prewarm.h"
 #include "core/env.h"
 #include "core/error.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/tiles.h"
 #include "runtime/cuda_driver.h"
 #include "tools/common/cli.h"
 

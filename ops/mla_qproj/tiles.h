@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "generator/kernel_key.h"
+#include "ops/mla_qproj/key.h"
 
 namespace spark {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 
 namespace spark {
 

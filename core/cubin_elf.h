@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "generator/nvrtc_compile.h"
+#include "jit/compile.h"
 
 namespace spark {
 

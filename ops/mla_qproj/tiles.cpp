@@ -1,4 +1,4 @@
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/tiles.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "cache/kernel_store.h"
+#include "jit/kernel_store.h"
 
 #include <chrono>
 
@@ -6,7 +6,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "generator/render.h"
+#include "ops/mla_qproj/render.h"
 
 namespace spark {
 

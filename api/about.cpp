@@ -1,12 +1,12 @@
-#include "cache/about.h"
+#include "api/about.h"
 
 #include <fmt/format.h>
 
 #include "cache/archive.h"
 #include "cache/manifest.h"
-#include "generator/nvrtc_compile.h"
-#include "generator/render.h"
-#include "generator/tile_config.h"
+#include "jit/compile.h"
+#include "ops/mla_qproj/render.h"
+#include "ops/mla_qproj/tiles.h"
 #include "spark/spark.h"
 
 namespace spark {

@@ -1,4 +1,4 @@
-#include "generator/kernel_key.h"
+#include "ops/mla_qproj/key.h"
 
 #include <charconv>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "runtime/validate.h"
+#include "ops/mla_qproj/validate.h"
 
 #include <cstdint>
 

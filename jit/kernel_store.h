@@ -9,7 +9,7 @@
 
 #include "cache/cache.h"
 #include "cache/stats.h"
-#include "generator/kernel_key.h"
+#include "ops/mla_qproj/key.h"
 
 namespace spark {
 

@@ -1,9 +1,9 @@
-#include "generator/render.h"
+#include "ops/mla_qproj/render.h"
 
 #include <xxhash.h>
 
 #include "core/error.h"
-#include "generator/embedded_templates.h"
+#include "jit/templates.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "generator/cubin_elf.h"
+#include "core/cubin_elf.h"
 
 #include <elf.h>
 

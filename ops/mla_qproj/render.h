@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "generator/kernel_key.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/key.h"
+#include "ops/mla_qproj/tiles.h"
 
 namespace spark {
 

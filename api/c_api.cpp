@@ -9,8 +9,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/context.h"
-#include "runtime/plan.h"
-#include "runtime/validate.h"
+#include "ops/mla_qproj/plan.h"
+#include "ops/mla_qproj/validate.h"
 #include "spark/spark.h"
 
 struct spark_context_s {

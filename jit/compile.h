@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "generator/render.h"
+#include "ops/mla_qproj/render.h"
 
 namespace spark {
 

@@ -1,10 +1,10 @@
-#include "runtime/plan.h"
+#include "ops/mla_qproj/plan.h"
 
 #include <algorithm>
 
 #include "core/error.h"
-#include "generator/tile_config.h"
-#include "runtime/validate.h"
+#include "ops/mla_qproj/tiles.h"
+#include "ops/mla_qproj/validate.h"
 
 namespace spark {
 

@@ -1,4 +1,4 @@
-#include "cache/prewarm.h"
+#include "jit/prewarm.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "generator/tile_config.h"
+#include "ops/mla_qproj/tiles.h"
 
 namespace spark {
 

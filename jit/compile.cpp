@@ -1,4 +1,4 @@
-#include "generator/nvrtc_compile.h"
+#include "jit/compile.h"
 
 #include <chrono>
 #include <mutex>
@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/log.h"
-#include "generator/cubin_elf.h"
-#include "generator/embedded_templates.h"
+#include "core/cubin_elf.h"
+#include "jit/templates.h"
 
 namespace spark {
 
