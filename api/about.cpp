@@ -4,9 +4,9 @@
 
 #include "cache/archive.h"
 #include "cache/manifest.h"
-#include "jit/compile.h"
+#include "jit/arch.h"
+#include "jit/nvrtc.h"
 #include "ops/mla_qproj/render.h"
-#include "ops/mla_qproj/tiles.h"
 #include "spark/spark.h"
 
 namespace spark {

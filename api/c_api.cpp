@@ -1,53 +1,21 @@
-// The C boundary: every entry point catches everything and returns a status; the
-// message is kept per thread.  The only file that sees both the public header and the
-// internals' types as handles.
-#include <exception>
+// The C API's op-independent entry points: version, status strings, logging, contexts and
+// their cache counters.  Each op's entry points are in a file of their own (api/mla_qproj.cpp).
 #include <memory>
-#include <new>
 #include <string>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "runtime/context.h"
-#include "ops/mla_qproj/plan.h"
-#include "ops/mla_qproj/validate.h"
-#include "spark/spark.h"
+#include "api/c_boundary.h"
+#include "core/c_enum.h"
 
-struct spark_context_s {
-  std::unique_ptr<spark::Context> impl;
-};
+namespace spark {
 
-struct spark_mla_qproj_plan_s {
-  std::unique_ptr<spark::Plan> impl;
-};
-
-namespace {
-
-thread_local std::string t_last_error;
-
-template <class Fn>
-spark_status guarded(Fn&& fn) noexcept {
-  try {
-    fn();
-    t_last_error.clear();
-    return SPARK_SUCCESS;
-  } catch (const spark::Error& e) {
-    t_last_error = e.what();
-    spark::log().debug("{} ({})", e.what(), e.where());
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    t_last_error = "out of host memory";
-    return SPARK_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    t_last_error = std::string("internal error: ") + e.what();
-    return SPARK_ERROR_INTERNAL;
-  } catch (...) {
-    t_last_error = "internal error: unknown exception";
-    return SPARK_ERROR_INTERNAL;
-  }
+std::string& thread_last_error() {
+  thread_local std::string message;
+  return message;
 }
 
-}  // namespace
+}  // namespace spark
+
+using spark::guarded;
 
 extern "C" {
 
@@ -77,7 +45,7 @@ const char* spark_status_string(spark_status status) {
   return "unknown status";
 }
 
-const char* spark_last_error(void) { return t_last_error.c_str(); }
+const char* spark_last_error(void) { return spark::thread_last_error().c_str(); }
 
 spark_status spark_set_log_callback(spark_log_callback callback, void* user_data) {
   return guarded([&] { spark::set_log_callback(callback, user_data); });
@@ -123,54 +91,6 @@ spark_status spark_context_compute_capability(spark_context ctx, int32_t* out) {
     SPARK_CHECK_ARG(ctx != nullptr, "ctx", "must not be NULL");
     SPARK_CHECK_ARG(out != nullptr, "out", "must not be NULL");
     *out = ctx->impl->compute_capability();
-  });
-}
-
-spark_status spark_mla_qproj_can_implement(const spark_mla_qproj_desc* desc, const spark_mla_qproj_args* args) {
-  return guarded([&] {
-    spark::validate_desc(desc);
-    if (args) spark::validate_args(*desc, args, spark::kMaxM);
-  });
-}
-
-spark_status spark_mla_qproj_plan_create(spark_context ctx, const spark_mla_qproj_desc* desc,
-                                         const spark_mla_qproj_plan_options* opts, spark_mla_qproj_plan* out) {
-  return guarded([&] {
-    SPARK_CHECK_ARG(ctx != nullptr, "ctx", "must not be NULL");
-    SPARK_CHECK_ARG(out != nullptr, "out", "must not be NULL");
-    *out = nullptr;
-    spark::validate_desc(desc);
-    spark_mla_qproj_plan_options o{sizeof(spark_mla_qproj_plan_options), spark::kMaxM, 0, 0};
-    if (opts) {
-      SPARK_CHECK_ARG(opts->struct_size >= sizeof(spark_mla_qproj_plan_options), "struct_size",
-                      "opts->struct_size is {}, expected sizeof(spark_mla_qproj_plan_options) = {}",
-                      opts->struct_size, sizeof(spark_mla_qproj_plan_options));
-      SPARK_CHECK_ARG(opts->max_m >= 1 && opts->max_m <= spark::kMaxM, "max_m", "{} is outside 1..{}",
-                      opts->max_m, spark::kMaxM);
-      SPARK_CHECK_ARG(opts->lazy == 0 || opts->lazy == 1, "lazy", "must be 0 or 1 (got {})", opts->lazy);
-      SPARK_CHECK_ARG(opts->enable_pdl == 0 || opts->enable_pdl == 1, "enable_pdl", "must be 0 or 1 (got {})",
-                      opts->enable_pdl);
-      o = *opts;
-      o.struct_size = sizeof(spark_mla_qproj_plan_options);
-    }
-    auto plan = std::make_unique<spark_mla_qproj_plan_s>();
-    plan->impl = std::make_unique<spark::Plan>(*ctx->impl, *desc, o);
-    *out = plan.release();
-  });
-}
-
-void spark_mla_qproj_plan_destroy(spark_mla_qproj_plan plan) {
-  try {
-    delete plan;
-  } catch (...) {
-  }
-}
-
-spark_status spark_mla_qproj_run(spark_mla_qproj_plan plan, const spark_mla_qproj_args* args,
-                                 spark_stream stream) {
-  return guarded([&] {
-    SPARK_CHECK_ARG(plan != nullptr, "plan", "must not be NULL");
-    plan->impl->run(args, reinterpret_cast<CUstream>(stream));
   });
 }
 

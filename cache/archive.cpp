@@ -24,6 +24,7 @@
 #include "cache/scratch.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/key_name.h"
 
 namespace spark {
 
@@ -345,12 +346,7 @@ bool ExportFilter::matches(std::string_view entry_name) const {
   if (archs.empty()) return true;
   if (!is_entry_name(entry_name)) return false;
   const std::string_view key = entry_name.substr(0, entry_name.size() - 17);  // "-<hash16>"
-  try {
-    const std::string arch = KernelKey::parse(key).arch;
-    return std::find(archs.begin(), archs.end(), arch) != archs.end();
-  } catch (const Error&) {
-    return false;
-  }
+  return std::find(archs.begin(), archs.end(), key_arch(key)) != archs.end();
 }
 
 std::vector<std::string> verify_archive_bytes(std::string_view bytes) {

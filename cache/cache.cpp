@@ -14,22 +14,6 @@ namespace spark {
 
 namespace fs = std::filesystem;
 
-CacheKeyParts cache_key_parts(const RenderedSource& src, const std::vector<std::string>& options,
-                              const std::string& nvrtc_version) {
-  CacheKeyParts p;
-  p.key = src.key.name();
-  p.source = src.source;
-  p.templates_digest = templates_digest();
-  p.nvrtc_version = nvrtc_version;
-  p.options = options;
-  return p;
-}
-
-CacheId cache_id(const RenderedSource& src, const std::vector<std::string>& options,
-                 const std::string& nvrtc_version) {
-  return cache_id(cache_key_parts(src, options, nvrtc_version));
-}
-
 namespace {
 
 fs::path absolute_or_same(const fs::path& p) {
@@ -206,16 +190,16 @@ bool KernelCache::publish_files(const std::string& name, const std::vector<Entry
   return true;
 }
 
-CachedKernel KernelCache::publish(const CacheId& id, const RenderedSource& src, const CompiledKernel& compiled,
-                                  const Manifest& manifest) const {
+CachedKernel KernelCache::publish(const CacheId& id, const std::string& source, const std::string& cubin,
+                                  const std::string& log, const Manifest& manifest) const {
   // The manifest goes last: an entry is only trusted once it verifies against it.
-  const std::vector<EntryFile> files = {{kCubinFile, compiled.cubin},
-                                        {kSourceFile, src.source},
-                                        {kLogFile, compiled.log},
+  const std::vector<EntryFile> files = {{kCubinFile, cubin},
+                                        {kSourceFile, source},
+                                        {kLogFile, log},
                                         {kManifestFile, manifest.to_json()}};
   // A second attempt follows a corrupt entry in the way, which the lookup moved aside.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (publish_files(id.name, files)) return CachedKernel{entry_dir(id.name), manifest, compiled.cubin};
+    if (publish_files(id.name, files)) return CachedKernel{entry_dir(id.name), manifest, cubin};
     if (auto existing = lookup_holding_lock(id)) return *existing;  // published by someone without the lock
   }
   SPARK_FAIL(SPARK_ERROR_CACHE, "cannot publish {}: an unusable entry of that name is in the way",

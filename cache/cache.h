@@ -28,8 +28,6 @@
 #include "cache/entry_lock.h"
 #include "cache/manifest.h"
 #include "core/dir.h"
-#include "jit/compile.h"
-#include "ops/mla_qproj/render.h"
 
 namespace spark {
 
@@ -37,12 +35,6 @@ inline constexpr const char* kTmpDir = ".tmp";
 inline constexpr const char* kLocksDir = ".locks";
 inline constexpr const char* kCorruptDir = ".corrupt";
 inline constexpr const char* kTrashDir = ".trash";
-
-// The parts for a rendered source, with this build's format, generator and templates.
-CacheKeyParts cache_key_parts(const RenderedSource& src, const std::vector<std::string>& options,
-                              const std::string& nvrtc_version);
-CacheId cache_id(const RenderedSource& src, const std::vector<std::string>& options,
-                 const std::string& nvrtc_version);
 
 struct CachedKernel {
   std::filesystem::path dir;
@@ -94,8 +86,9 @@ class KernelCache {
   std::optional<CachedKernel> lookup_holding_lock(const CacheId& id, std::string* corruption = nullptr) const;
 
   // Publishes atomically; if the entry appeared meanwhile, returns the one on disk.
-  CachedKernel publish(const CacheId& id, const RenderedSource& src, const CompiledKernel& compiled,
-                       const Manifest& manifest) const;
+  // `manifest` describes the other three files.
+  CachedKernel publish(const CacheId& id, const std::string& source, const std::string& cubin,
+                       const std::string& log, const Manifest& manifest) const;
   // Builds `files` (manifest last) in .tmp/, fsyncs, renames to <root>/<name>.  False,
   // and nothing changed, when something of that name already exists.
   bool publish_files(const std::string& name, const std::vector<EntryFile>& files) const;

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "ops/mla_qproj/key.h"
+#include "core/key_name.h"
 
 namespace spark {
 
@@ -49,7 +49,7 @@ bool is_entry_name(std::string_view name) {
   if (dash == std::string_view::npos || name.size() - dash != 17) return false;
   for (const char c : name.substr(dash + 1))
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return is_canonical_key_name(name.substr(0, dash));
+  return is_op_key_name(name.substr(0, dash));
 }
 
 }  // namespace spark

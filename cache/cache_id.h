@@ -16,7 +16,7 @@ namespace spark {
 // directory or host still hits.  The key's name includes the arch.
 struct CacheKeyParts {
   int format_version = kCacheFormatVersion;
-  int generator_version = kGeneratorVersion;
+  int generator_version = 0;  // the op's renderer version
   std::string key;
   std::string source;
   std::string templates_digest;
@@ -33,8 +33,8 @@ CacheId cache_id(const CacheKeyParts& parts);
 // The parts an entry's manifest and source record.
 CacheKeyParts cache_key_parts(const Manifest& manifest, const std::string& source);
 
-// "<key>-<16 lowercase hex digits>" with a key exactly as KernelKey::name() prints it: a
-// directory name the cache may have published.  Nothing else in a cache root is an entry,
+// "<key>-<16 lowercase hex digits>" with a key exactly as its op prints it (core/key_name.h,
+// is_op_key_name): a directory name the cache may have published.  Nothing else in a cache root is an entry,
 // and a name that passes holds no path separator, no control character and no escape.
 bool is_entry_name(std::string_view name);
 

@@ -9,8 +9,7 @@
 
 #include "core/error.h"
 #include "core/cubin_elf.h"
-#include "ops/mla_qproj/key.h"
-#include "ops/mla_qproj/render.h"
+#include "core/key_name.h"
 
 namespace spark {
 
@@ -65,7 +64,7 @@ EntryCheck check_entry_bytes(std::string_view name, const std::string& manifest_
     c.problem = "source does not match the manifest's size and checksum";
   } else if (cache_id(cache_key_parts(m, source)).hash != m.hash) {
     c.problem = "manifest hash is not the hash of the entry's own key, source, versions and options";
-  } else if (std::string why = cubin_problem(cubin, KernelKey::parse(m.key).arch, kKernelEntryName); !why.empty()) {
+  } else if (std::string why = cubin_problem(cubin, key_arch(m.key), kernel_symbol(key_op(m.key))); !why.empty()) {
     c.problem = why;
   } else {
     c.cubin = std::move(cubin);

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/compile.h"
+#include "core/cubin_elf.h"
 
 namespace spark {
 
@@ -15,7 +15,7 @@ inline constexpr int kCacheFormatVersion = 2;
 
 struct Manifest {
   int format_version = kCacheFormatVersion;
-  std::string key;   // KernelKey::name()
+  std::string key;   // the kernel key's name (core/key_name.h)
   std::string hash;  // the full content hash (hex)
   int generator_version = 0;
   std::string nvrtc_version;

@@ -6,9 +6,16 @@
 #include <string>
 #include <string_view>
 
-#include "jit/compile.h"
 
 namespace spark {
+
+// Per-thread resources of a compiled kernel (ptxas' report, else the cubin; -1: not known).
+struct KernelResources {
+  int registers = -1;
+  int shared_static_bytes = -1;
+  int local_bytes = -1;  // stack frame
+  int spill_bytes = -1;  // spill stores + loads
+};
 
 // Empty when `cubin` is a 64-bit little-endian CUDA ELF executable for `arch` ("sm_90a":
 // the SM number in its header is 90) whose section headers lie inside it and whose symbol

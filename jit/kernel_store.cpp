@@ -5,8 +5,9 @@
 #include "cache/evict.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/key_name.h"
 #include "core/log.h"
-#include "ops/mla_qproj/render.h"
+#include "jit/templates.h"
 
 namespace spark {
 
@@ -31,6 +32,22 @@ CacheCounters StoreMetrics::snapshot() const {
   return c;
 }
 
+CacheKeyParts cache_key_parts(const KernelSpec& spec, const std::vector<std::string>& options,
+                              const std::string& nvrtc_version) {
+  CacheKeyParts p;
+  p.generator_version = spec.generator_version;
+  p.key = spec.key;
+  p.source = spec.source;
+  p.templates_digest = templates_digest();
+  p.nvrtc_version = nvrtc_version;
+  p.options = options;
+  return p;
+}
+
+CacheId cache_id(const KernelSpec& spec, const std::vector<std::string>& options, const std::string& nvrtc_version) {
+  return cache_id(cache_key_parts(spec, options, nvrtc_version));
+}
+
 KernelStore::KernelStore(std::filesystem::path root) : cache_(std::move(root)) {}
 
 namespace {
@@ -41,16 +58,16 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-Manifest make_manifest(const CacheId& id, const RenderedSource& src, const CompiledKernel& c,
+Manifest make_manifest(const CacheId& id, const KernelSpec& src, const CompiledKernel& c,
                        const std::string& nvrtc) {
   Manifest m;
-  m.key = src.key.name();
+  m.key = src.key;
   m.hash = id.hash;
-  m.generator_version = kGeneratorVersion;
+  m.generator_version = src.generator_version;
   m.nvrtc_version = nvrtc;
   m.templates_digest = templates_digest();
   m.options = c.options;
-  m.tile = src.tile.describe();
+  m.tile = src.summary;
   m.threads = src.threads;
   m.smem_bytes = src.smem_bytes;
   m.cubin_size = c.cubin.size();
@@ -96,14 +113,15 @@ void KernelStore::record_module_load(double ms) {
   count(d);
 }
 
-BuiltKernel KernelStore::get(const KernelKey& key) {
+BuiltKernel KernelStore::get(const KernelSpec& spec) {
   const auto start = Clock::now();
+  SPARK_CHECK(is_key_name(spec.key) && key_arch(spec.key) == spec.arch, SPARK_ERROR_INTERNAL,
+              "kernel spec '{}' for {}: not a key name of that arch", spec.key, spec.arch);
   BuiltKernel out;
-  out.key = key;
-  out.rendered = render(key);
+  out.spec = spec;
   const std::string nvrtc = nvrtc_version();
-  const std::vector<std::string> options = compile_options(key.arch);
-  const CacheId id = cache_id(out.rendered, options, nvrtc);
+  const std::vector<std::string> options = compile_options(spec.arch);
+  const CacheId id = cache_id(spec, options, nvrtc);
   CacheCounters delta;
   auto finish = [&](BuildSource source) {
     out.source = source;
@@ -132,12 +150,12 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
     ++delta.misses;
     count(delta);
     SPARK_FAIL(SPARK_ERROR_JIT_DISABLED, "kernel {} is not in the cache {}{} and SPARK_JIT=0 forbids compiling it",
-               key.name(), cache_.root().string(), dir.trusted ? "" : " (not used: " + dir.problem + ")");
+               spec.key, cache_.root().string(), dir.trusted ? "" : " (not used: " + dir.problem + ")");
   }
   auto compile_counted = [&] {
     ++delta.misses;
     try {
-      CompiledKernel c = compile(out.rendered);
+      CompiledKernel c = compile(spec);
       ++delta.compiles;
       delta.compile_ms += c.compile_ms;
       return c;
@@ -153,7 +171,7 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
                    cache_.root().string(), dir.problem);
       });
     CompiledKernel c = compile_counted();
-    out.manifest = make_manifest(id, out.rendered, c, nvrtc);
+    out.manifest = make_manifest(id, spec, c, nvrtc);
     out.cubin = std::move(c.cubin);
     return finish(BuildSource::kCompiledInMemory);
   };
@@ -172,15 +190,15 @@ BuiltKernel KernelStore::get(const KernelKey& key) {
   }
   if (try_load(true)) return finish(BuildSource::kCacheHit);
   CompiledKernel c = compile_counted();
-  Manifest manifest = make_manifest(id, out.rendered, c, nvrtc);
+  Manifest manifest = make_manifest(id, spec, c, nvrtc);
   try {
-    const CachedKernel published = cache_.publish(id, out.rendered, c, manifest);
+    const CachedKernel published = cache_.publish(id, spec.source, c.cubin, c.log, manifest);
     out.manifest = published.manifest;
     out.cubin = published.cubin;
     out.dir = published.dir;
   } catch (const Error& e) {
     // A full disk must not fail a load that has its cubin: use it, cache nothing.
-    log().warn("cannot cache {} ({}); using the kernel compiled in memory", key.name(), e.what());
+    log().warn("cannot cache {} ({}); using the kernel compiled in memory", spec.key, e.what());
     out.manifest = std::move(manifest);
     out.cubin = std::move(c.cubin);
     return finish(BuildSource::kCompiledInMemory);

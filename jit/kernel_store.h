@@ -1,5 +1,6 @@
-// Key -> verified cubin: the cache in front of the generator and NVRTC.  Shared by the
-// runtime (plans) and spark-prewarm.
+// Kernel spec -> verified cubin: the cache in front of NVRTC.  Knows no op: an op renders
+// the spec, this finds or compiles and publishes its cubin.  Shared by the runtime and
+// spark-prewarm.
 #pragma once
 
 #include <atomic>
@@ -9,9 +10,16 @@
 
 #include "cache/cache.h"
 #include "cache/stats.h"
-#include "ops/mla_qproj/key.h"
+#include "jit/compile.h"
+#include "jit/kernel_spec.h"
 
 namespace spark {
+
+// What a spec's entry hash covers: the spec's key, source and renderer version, this
+// build's cache format and templates, the NVRTC version and the compile options.
+CacheKeyParts cache_key_parts(const KernelSpec& spec, const std::vector<std::string>& options,
+                              const std::string& nvrtc_version);
+CacheId cache_id(const KernelSpec& spec, const std::vector<std::string>& options, const std::string& nvrtc_version);
 
 enum class BuildSource {
   kCacheHit,         // verified entry found on disk
@@ -22,8 +30,7 @@ enum class BuildSource {
 std::string_view to_string(BuildSource s);
 
 struct BuiltKernel {
-  KernelKey key;
-  RenderedSource rendered;
+  KernelSpec spec;
   Manifest manifest;
   std::string cubin;
   std::filesystem::path dir;  // empty when compiled in memory
@@ -43,10 +50,10 @@ class KernelStore {
   explicit KernelStore(std::filesystem::path root);
   const KernelCache& cache() const { return cache_; }
 
-  // The kernel for key: from the cache, or compiled (once across processes) and
-  // published.  Throws UNSUPPORTED, COMPILE, CACHE, or JIT_DISABLED under SPARK_JIT=0.
-  // Honours SPARK_CACHE_MAX_BYTES after each publish.
-  BuiltKernel get(const KernelKey& key);
+  // The kernel of a spec: from the cache, or compiled (once across processes) and
+  // published.  Throws COMPILE, CACHE, or JIT_DISABLED under SPARK_JIT=0.  Honours
+  // SPARK_CACHE_MAX_BYTES after each publish.
+  BuiltKernel get(const KernelSpec& spec);
   const StoreMetrics& metrics() const { return metrics_; }
   // Time spent loading a built kernel onto a device (the runtime measures it).
   void record_module_load(double ms);

@@ -1,6 +1,9 @@
-// The bytes of templates/*.cuh, embedded at build time (cmake/embed_templates.cmake).
+// The device templates (templates/*.cuh), embedded at build time (cmake/embed_templates.cmake):
+// every kernel's source may include them, NVRTC gets them as headers, and their digest is
+// part of every cache key.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -13,5 +16,8 @@ struct EmbeddedTemplate {
 
 // Sorted by name.
 const std::vector<EmbeddedTemplate>& embedded_templates();
+
+// A digest of every embedded template byte (hex); part of every cache key.
+const std::string& templates_digest();
 
 }  // namespace spark

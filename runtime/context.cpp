@@ -6,7 +6,8 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "ops/mla_qproj/tiles.h"
+#include "core/key_name.h"
+#include "jit/arch.h"
 
 namespace spark {
 
@@ -100,19 +101,19 @@ Context::~Context() {
   }
 }
 
-const LoadedKernel* Context::find(const KernelKey& key) const {
+const LoadedKernel* Context::find(const std::string& key) const {
   std::shared_lock<std::shared_mutex> g(mu_);
-  const auto it = kernels_.find(key.name());
+  const auto it = kernels_.find(key);
   return it == kernels_.end() ? nullptr : it->second.get();
 }
 
-const LoadedKernel& Context::load(const KernelKey& key, std::string_view during) {
-  if (const LoadedKernel* k = find(key)) return *k;
-  const std::string name = key.name();
+const LoadedKernel& Context::load(const KernelSpec& spec, std::string_view during) {
+  const std::string& name = spec.key;
+  if (const LoadedKernel* k = find(name)) return *k;
   // Build (or read from disk) without holding the table lock: a compile can take a while.
   BuiltKernel built;
   try {
-    built = store_.get(key);
+    built = store_.get(spec);
   } catch (const Error& e) {
     // The host gets the status; whoever runs the deployment needs to hear of it too.
     if (e.status() == SPARK_ERROR_JIT_DISABLED) log().error("{} (during {})", e.what(), during);
@@ -126,10 +127,9 @@ const LoadedKernel& Context::load(const KernelKey& key, std::string_view during)
   std::unique_lock<std::shared_mutex> g(mu_);
   if (const auto it = kernels_.find(name); it != kernels_.end()) return *it->second;  // another thread won
   auto k = std::make_unique<LoadedKernel>();
-  k->key = key;
-  k->tile = built.rendered.tile;
-  k->threads = built.rendered.threads;
-  k->smem_bytes = built.rendered.smem_bytes;
+  k->key = name;
+  k->threads = spec.threads;
+  k->smem_bytes = spec.smem_bytes;
   k->source = built.source;
 
   // Each step completes or throws; a throw pops the context and unloads the module (in
@@ -140,7 +140,8 @@ const LoadedKernel& Context::load(const KernelKey& key, std::string_view during)
   SPARK_CU_CHECK_FOR(name, ModuleLoadData, module.out(), built.cubin.data());
   store_.record_module_load(
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
-  SPARK_CU_CHECK_FOR(name, ModuleGetFunction, &k->function, module.get(), kKernelEntryName);
+  SPARK_CU_CHECK_FOR(name, ModuleGetFunction, &k->function, module.get(),
+                     kernel_symbol(key_op(name)).c_str());
   SPARK_CU_CHECK_FOR(name, FuncSetAttribute, k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                      k->smem_bytes);
   int per_sm = 0;

@@ -1,5 +1,5 @@
 // A context: one device's primary CUDA context, its kernel store, and the kernels
-// loaded into it.  Thread-safe.
+// loaded into it, of any op.  Thread-safe.
 #pragma once
 
 #include <memory>
@@ -15,9 +15,9 @@
 
 namespace spark {
 
+// A kernel loaded into a context, ready to launch (runtime/launch.h).
 struct LoadedKernel {
-  KernelKey key;
-  TileConfig tile;
+  std::string key;  // the spec's key name
   int threads = 0;
   int smem_bytes = 0;
   int resident_ctas = 1;  // CTAs of this kernel the whole device holds at once
@@ -66,14 +66,14 @@ class Context {
   CUcontext cu_context() const { return primary_->get(); }
   KernelStore& store() { return store_; }
 
-  // The loaded kernel for key, or nullptr.  Never loads.
-  const LoadedKernel* find(const KernelKey& key) const;
-  // Loads (from the cache, compiling on a miss) if not yet loaded.  Kernels stay loaded
+  // The loaded kernel of a key name, or nullptr.  Never loads.
+  const LoadedKernel* find(const std::string& key) const;
+  // Loads a spec's kernel (from the cache, compiling on a miss) if not yet loaded.  Kernels stay loaded
   // until the context is destroyed, so the reference stays valid.  On failure nothing is
   // left behind: the table holds only fully loaded kernels, and a module loaded on the way
   // is unloaded.  `during` says what is waiting ("plan creation") in the warning a compile
   // gives: it stalls a server.
-  const LoadedKernel& load(const KernelKey& key, std::string_view during);
+  const LoadedKernel& load(const KernelSpec& spec, std::string_view during);
 
  private:
   int device_;

@@ -239,7 +239,7 @@ typedef struct spark_mla_qproj_desc {
  *           NULL included) for bf16 output.
  *
  * Rules (checked by spark_mla_qproj_can_implement and every run):
- *   - 1 <= m <= 8192 (and <= the plan's max_m).
+ *   - 1 <= m <= SPARK_MLA_QPROJ_MAX_M (8192), and <= the plan's max_m.
  *   - every pointer non-NULL except w_scale (NULL unless MXFP8) and q_scale (only
  *     read, and so only checked, for e4m3 output).
  *   - every stride > 0.
@@ -279,6 +279,9 @@ typedef struct spark_mla_qproj_args {
 SPARK_API spark_status spark_mla_qproj_can_implement(const spark_mla_qproj_desc* desc,
                                                      const spark_mla_qproj_args* args);
 
+/* The largest M (tokens per call) spark_mla_qproj runs. */
+#define SPARK_MLA_QPROJ_MAX_M 8192
+
 typedef struct spark_mla_qproj_plan_options {
   size_t struct_size; /* sizeof(spark_mla_qproj_plan_options) */
   /* The largest M this plan will run, 1..8192. */
@@ -294,7 +297,7 @@ typedef struct spark_mla_qproj_plan_options {
   int32_t enable_pdl;
 } spark_mla_qproj_plan_options;
 /* max_m 8192, not lazy, no PDL: what a NULL opts means. */
-#define SPARK_MLA_QPROJ_PLAN_OPTIONS_INIT {sizeof(spark_mla_qproj_plan_options), 8192, 0, 0}
+#define SPARK_MLA_QPROJ_PLAN_OPTIONS_INIT {sizeof(spark_mla_qproj_plan_options), SPARK_MLA_QPROJ_MAX_M, 0, 0}
 
 /* Creates a plan for desc on ctx.  opts may be NULL (max_m 8192, not lazy, no PDL).
  * Errors: INVALID_ARGUMENT, UNSUPPORTED, COMPILE (the NVRTC log is in the message),

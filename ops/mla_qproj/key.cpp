@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "core/key_name.h"
 
 namespace spark {
 
@@ -43,6 +44,15 @@ OutDtype parse_out_dtype(std::string_view s) {
   SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "output dtype '{}' is not one of bf16, e4m3", printable(s));
 }
 
+std::string shape_problem(int heads, int k, int n, int r, const ShapeArgNames& names) {
+  if (heads < 1 || heads > kMaxHeads)
+    return fmt::format("argument '{}': {} is not supported (1..{})", names.heads, heads, kMaxHeads);
+  if (k != 128 && k != 192) return fmt::format("argument '{}': {} is not supported (128 or 192)", names.k, k);
+  if (n != 512) return fmt::format("argument '{}': {} is not supported (512)", names.n, n);
+  if (r != 64) return fmt::format("argument '{}': {} is not supported (64)", names.r, r);
+  return {};
+}
+
 std::string KernelKey::name() const {
   return fmt::format("{}.h{}.k{}.n{}.r{}.m{}-{}.w{}.o{}.{}", op, heads, k, n, r, regime.m_min,
                      regime.m_max, to_string(weights), to_string(out), arch);
@@ -53,7 +63,6 @@ namespace {
 // The bounds of a key's fields (KernelKey::parse accepts nothing outside them).
 constexpr int kMaxKeyHeads = 1024;
 constexpr int kMaxKeyDim = 65536;
-constexpr int kMaxKeyM = 8192;
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
@@ -89,17 +98,6 @@ int parse_prefixed(std::string_view part, char prefix, int lo, int hi, std::stri
   return parse_number(part.substr(1), lo, hi, field, whole);
 }
 
-// "sm_" + two or three digits + an optional lowercase letter: sm_80, sm_90a, sm_100a.
-bool is_arch_name(std::string_view arch) {
-  if (arch.substr(0, 3) != "sm_") return false;
-  arch.remove_prefix(3);
-  size_t digits = 0;
-  while (digits < arch.size() && arch[digits] >= '0' && arch[digits] <= '9') ++digits;
-  if (digits < 2 || digits > 3) return false;
-  arch.remove_prefix(digits);
-  return arch.empty() || (arch.size() == 1 && arch[0] >= 'a' && arch[0] <= 'z');
-}
-
 }  // namespace
 
 KernelKey KernelKey::parse(std::string_view name) {
@@ -120,8 +118,8 @@ KernelKey KernelKey::parse(std::string_view name) {
   const size_t dash = m.find('-');
   SPARK_CHECK(!m.empty() && m[0] == 'm' && dash != std::string_view::npos, SPARK_ERROR_INVALID_ARGUMENT,
               "kernel key '{}': expected the M regime as 'mLO-HI', got '{}'", printable(name), printable(m));
-  key.regime.m_min = parse_number(m.substr(1, dash - 1), 1, kMaxKeyM, "m_min", name);
-  key.regime.m_max = parse_number(m.substr(dash + 1), 1, kMaxKeyM, "m_max", name);
+  key.regime.m_min = parse_number(m.substr(1, dash - 1), 1, kMaxM, "m_min", name);
+  key.regime.m_max = parse_number(m.substr(dash + 1), 1, kMaxM, "m_max", name);
   SPARK_CHECK(key.regime.m_min <= key.regime.m_max, SPARK_ERROR_INVALID_ARGUMENT,
               "kernel key '{}': empty M regime '{}'", printable(name), printable(m));
   SPARK_CHECK(parts[6].size() > 1 && parts[6][0] == 'w', SPARK_ERROR_INVALID_ARGUMENT,

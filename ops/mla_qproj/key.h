@@ -6,10 +6,28 @@
 #include <string>
 #include <string_view>
 
+#include "spark/spark.h"
+
 namespace spark {
 
-enum class WeightFormat { kBf16 = 0, kMxfp8 = 1 };
-enum class OutDtype { kBf16 = 0, kE4m3 = 1 };
+// The C API's formats (their values are the C enums'), as the key holds them.
+enum class WeightFormat : int32_t { kBf16 = SPARK_WEIGHTS_BF16, kMxfp8 = SPARK_WEIGHTS_MXFP8 };
+enum class OutDtype : int32_t { kBf16 = SPARK_DTYPE_BF16, kE4m3 = SPARK_DTYPE_E4M3 };
+
+// The largest M of a call (and so of a regime).
+inline constexpr int kMaxM = SPARK_MLA_QPROJ_MAX_M;
+inline constexpr int kMaxHeads = 128;
+
+// The names a caller gives H, K, N and R in its messages: the C fields, or a tool's flags.
+struct ShapeArgNames {
+  const char* heads = "heads";
+  const char* k = "nope_dim";
+  const char* n = "latent_dim";
+  const char* r = "rope_dim";
+};
+// Why (H, K, N, R) is not a shape spark implements ("argument 'nope_dim': 96 is not supported
+// (128 or 192)"); empty when it is.  The one statement of the supported shapes.
+std::string shape_problem(int heads, int k, int n, int r, const ShapeArgNames& names = {});
 
 std::string_view to_string(WeightFormat f);
 std::string_view to_string(OutDtype d);

@@ -5,23 +5,26 @@
 #include "core/error.h"
 #include "ops/mla_qproj/tiles.h"
 #include "ops/mla_qproj/validate.h"
+#include "runtime/launch.h"
 
 namespace spark {
 
 Plan::Plan(Context& ctx, const spark_mla_qproj_desc& desc, const spark_mla_qproj_plan_options& opts)
     : ctx_(ctx), desc_(desc), opts_(opts) {
   for (const RegimeEntry& e : regimes_up_to(ctx.arch(), opts.max_m)) {
-    auto slot = std::make_unique<Slot>();
-    slot->key.heads = desc.heads;
-    slot->key.k = desc.nope_dim;
-    slot->key.n = desc.latent_dim;
-    slot->key.r = desc.rope_dim;
-    slot->key.regime = e.regime;
+    KernelKey key;
+    key.heads = desc.heads;
+    key.k = desc.nope_dim;
+    key.n = desc.latent_dim;
+    key.r = desc.rope_dim;
+    key.regime = e.regime;
     const bool bf16_weights = enum_value(desc.weight_format) == SPARK_WEIGHTS_BF16;
-    slot->key.weights = bf16_weights ? WeightFormat::kBf16 : WeightFormat::kMxfp8;
-    slot->key.out = enum_value(desc.out_dtype) == SPARK_DTYPE_BF16 ? OutDtype::kBf16 : OutDtype::kE4m3;
-    slot->key.arch = ctx.arch();
-    if (!opts.lazy) slot->kernel.store(&ctx.load(slot->key, "plan creation"), std::memory_order_release);
+    key.weights = bf16_weights ? WeightFormat::kBf16 : WeightFormat::kMxfp8;
+    key.out = enum_value(desc.out_dtype) == SPARK_DTYPE_BF16 ? OutDtype::kBf16 : OutDtype::kE4m3;
+    key.arch = ctx.arch();
+    auto slot = std::make_unique<Slot>();
+    slot->rendered = render(key);
+    if (!opts.lazy) slot->kernel.store(&ctx.load(slot->rendered, "plan creation"), std::memory_order_release);
     slots_.push_back(std::move(slot));
   }
 }
@@ -35,10 +38,10 @@ const LoadedKernel& Plan::kernel_for(Slot& slot, CUstream stream) {
   SPARK_CHECK(capture == CU_STREAM_CAPTURE_STATUS_NONE, SPARK_ERROR_NOT_LOADED_WHILE_CAPTURING,
               "kernel {} is not loaded and the stream is capturing a CUDA graph; run this M once outside "
               "the capture or create the plan with lazy = 0",
-              slot.key.name());
+              slot.rendered.key);
+  const MRegime& regime = slot.rendered.op_key.regime;
   const LoadedKernel& k =
-      ctx_.load(slot.key, fmt::format("the first run of a lazy plan at M {}-{}", slot.key.regime.m_min,
-                                      slot.key.regime.m_max));
+      ctx_.load(slot.rendered, fmt::format("the first run of a lazy plan at M {}-{}", regime.m_min, regime.m_max));
   slot.kernel.store(&k, std::memory_order_release);
   return k;
 }
@@ -67,7 +70,7 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
   const int m = args->m;
   Slot* slot = nullptr;
   for (const auto& s : slots_)
-    if (s->key.regime.contains(m)) slot = s.get();
+    if (s->rendered.op_key.regime.contains(m)) slot = s.get();
   SPARK_CHECK(slot != nullptr, SPARK_ERROR_INTERNAL, "no regime covers m = {}", m);
   ScopedCurrent current(ctx_.cu_context());
   const LoadedKernel& k = kernel_for(*slot, stream);
@@ -93,31 +96,22 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
   p.heads = desc_.heads;
   p.m_chunks = 1;
 
-  CUlaunchConfig cfg{};
-  const long long tiles_m = (m + k.tile.bm - 1) / k.tile.bm;
-  const long long blocks = static_cast<long long>(desc_.latent_dim / k.tile.bn) * desc_.heads;
-  if (k.tile.stationary) {
+  const TileConfig& tile = slot->rendered.tile;
+  const long long tiles_m = (m + tile.bm - 1) / tile.bm;
+  const long long blocks = static_cast<long long>(desc_.latent_dim / tile.bn) * desc_.heads;
+  LaunchSpec launch_spec;
+  if (tile.stationary) {
     p.m_chunks = static_cast<int>(stationary_m_chunks(blocks, tiles_m, k.resident_ctas));
-    cfg.gridDimX = static_cast<unsigned>(blocks * p.m_chunks);
+    launch_spec.grid_x = static_cast<unsigned>(blocks * p.m_chunks);
   } else {
     const long long tiles = blocks * tiles_m;
     // Two stages: a persistent grid of at most the CTAs that fit on the device at once.
-    cfg.gridDimX = static_cast<unsigned>(k.tile.stages == 2 ? std::min<long long>(tiles, k.resident_ctas) : tiles);
+    launch_spec.grid_x = static_cast<unsigned>(tile.stages == 2 ? std::min<long long>(tiles, k.resident_ctas) : tiles);
   }
-  void* params[] = {&p};
-  cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = static_cast<unsigned>(k.threads);
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = static_cast<unsigned>(k.smem_bytes);
-  cfg.hStream = stream;
-  CUlaunchAttribute attr{};
-  if (opts_.enable_pdl && ctx_.compute_capability() >= 90) {
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-  }
-  SPARK_CU_CHECK_FOR(k.key.name(), LaunchKernelEx, &cfg, k.function, params, nullptr);
+  launch_spec.params = &p;
+  launch_spec.stream = stream;
+  launch_spec.pdl = opts_.enable_pdl != 0;
+  launch(ctx_, k, launch_spec);
 }
 
 }  // namespace spark

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <vector>
 
+#include "ops/mla_qproj/render.h"
 #include "runtime/context.h"
 #include "spark/spark.h"
 
@@ -44,7 +45,7 @@ class Plan {
 
  private:
   struct Slot {
-    KernelKey key;
+    RenderedSource rendered;  // the regime's key, tile and spec
     std::atomic<const LoadedKernel*> kernel{nullptr};
   };
   const LoadedKernel& kernel_for(Slot& slot, CUstream stream);

@@ -1,21 +1,13 @@
 #include "ops/mla_qproj/render.h"
 
-#include <xxhash.h>
-
 #include "core/error.h"
-#include "jit/templates.h"
 
 namespace spark {
 
 void check_key_supported(const KernelKey& key) {
   SPARK_CHECK(key.op == "mla_qproj", SPARK_ERROR_UNSUPPORTED, "op '{}' is not supported", key.op);
-  SPARK_CHECK(key.heads >= 1 && key.heads <= 128, SPARK_ERROR_UNSUPPORTED,
-              "argument 'heads': {} is outside 1..128", key.heads);
-  SPARK_CHECK(key.k == 128 || key.k == 192, SPARK_ERROR_UNSUPPORTED,
-              "argument 'nope_dim': {} is not supported (128 or 192)", key.k);
-  SPARK_CHECK(key.n == 512, SPARK_ERROR_UNSUPPORTED, "argument 'latent_dim': {} is not supported (512)",
-              key.n);
-  SPARK_CHECK(key.r == 64, SPARK_ERROR_UNSUPPORTED, "argument 'rope_dim': {} is not supported (64)", key.r);
+  const std::string shape = shape_problem(key.heads, key.k, key.n, key.r);
+  SPARK_CHECK(shape.empty(), SPARK_ERROR_UNSUPPORTED, "{}", shape);
   const ArchInfo& arch = arch_info(key.arch);
   const TileConfig tile = tile_config(key);
   SPARK_CHECK(!tile.wgmma || key.arch == "sm_90a", SPARK_ERROR_UNSUPPORTED,
@@ -32,8 +24,12 @@ void check_key_supported(const KernelKey& key) {
 RenderedSource render(const KernelKey& key) {
   check_key_supported(key);
   RenderedSource r;
-  r.key = key;
+  r.key = key.name();
+  r.arch = key.arch;
+  r.generator_version = kGeneratorVersion;
+  r.op_key = key;
   r.tile = tile_config(key);
+  r.summary = r.tile.describe();
   r.threads = r.tile.threads();
   r.smem_bytes = r.tile.smem_bytes(key.k, key.out, key.weights);
   const TileConfig& t = r.tile;
@@ -82,23 +78,6 @@ RenderedSource render(const KernelKey& key) {
       fmt::arg("min_blocks", min_blocks), fmt::arg("entry", kKernelEntryName),
       fmt::arg("function", t.wgmma ? "mla_qproj_wg" : t.stationary ? "mla_qproj_ws" : "mla_qproj"));
   return r;
-}
-
-const std::string& templates_digest() {
-  static const std::string digest = [] {
-    XXH3_state_t* st = XXH3_createState();
-    XXH3_128bits_reset(st);
-    for (const EmbeddedTemplate& t : embedded_templates()) {
-      XXH3_128bits_update(st, t.name.data(), t.name.size());
-      const uint64_t size = t.bytes.size();
-      XXH3_128bits_update(st, &size, sizeof size);
-      XXH3_128bits_update(st, t.bytes.data(), t.bytes.size());
-    }
-    const XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
-  }();
-  return digest;
 }
 
 }  // namespace spark

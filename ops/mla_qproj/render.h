@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "jit/kernel_spec.h"
 #include "ops/mla_qproj/key.h"
 #include "ops/mla_qproj/tiles.h"
 
@@ -11,21 +12,18 @@ namespace spark {
 
 // Bumped whenever the generator's output for some key changes meaning.
 inline constexpr int kGeneratorVersion = 12;
+// The kernel's __global__ function: kernel_symbol("mla_qproj") (core/key_name.h).
 inline constexpr const char* kKernelEntryName = "spark_mla_qproj";
 
-struct RenderedSource {
-  KernelKey key;
+// A key's kernel as the JIT core takes it (KernelSpec: name, source, threads, shared
+// memory), with the op's own view of it: the key's fields and the tile the plan launches.
+struct RenderedSource : KernelSpec {
+  KernelKey op_key;
   TileConfig tile;
-  int threads = 0;
-  int smem_bytes = 0;
-  std::string source;
 };
 
 // Throws UNSUPPORTED for keys outside what spark implements (H, K, N, R, format, arch).
 void check_key_supported(const KernelKey& key);
 RenderedSource render(const KernelKey& key);
-
-// A digest of every embedded template byte (hex); part of every cache key.
-const std::string& templates_digest();
 
 }  // namespace spark

@@ -83,14 +83,8 @@ void validate_desc(const spark_mla_qproj_desc* desc) {
   const int32_t out_dtype = enum_value(desc->out_dtype);
   SPARK_CHECK_ARG(out_dtype == SPARK_DTYPE_BF16 || out_dtype == SPARK_DTYPE_E4M3, "out_dtype",
                   "{} is not a spark_dtype (SPARK_DTYPE_BF16 = 0, SPARK_DTYPE_E4M3 = 1)", out_dtype);
-  SPARK_CHECK(desc->heads >= 1 && desc->heads <= kMaxHeads, SPARK_ERROR_UNSUPPORTED,
-              "argument 'heads': {} is not supported (1..{})", desc->heads, kMaxHeads);
-  SPARK_CHECK(desc->nope_dim == 128 || desc->nope_dim == 192, SPARK_ERROR_UNSUPPORTED,
-              "argument 'nope_dim': {} is not supported (128 or 192)", desc->nope_dim);
-  SPARK_CHECK(desc->latent_dim == 512, SPARK_ERROR_UNSUPPORTED,
-              "argument 'latent_dim': {} is not supported (512)", desc->latent_dim);
-  SPARK_CHECK(desc->rope_dim == 64, SPARK_ERROR_UNSUPPORTED, "argument 'rope_dim': {} is not supported (64)",
-              desc->rope_dim);
+  const std::string shape = shape_problem(desc->heads, desc->nope_dim, desc->latent_dim, desc->rope_dim);
+  SPARK_CHECK(shape.empty(), SPARK_ERROR_UNSUPPORTED, "{}", shape);
 }
 
 void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a, int max_m) {

@@ -19,6 +19,7 @@
 #include "core/dir.h"
 #include "ops/mla_qproj/key.h"
 #include "jit/compile.h"
+#include "jit/kernel_store.h"
 #include "ops/mla_qproj/render.h"
 #include "tests/support/captured_log.h"
 

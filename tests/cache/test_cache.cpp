@@ -27,14 +27,14 @@ KernelKey key(OutDtype out = OutDtype::kBf16, int heads = 8) { return spark_test
 TEST_CASE("publish, then lookup and reload from a fresh process") {
   TempDir dir;
   KernelStore store(dir.path);
-  const BuiltKernel first = store.get(key());
+  const BuiltKernel first = store.get(render(key()));
   CHECK(first.source == BuildSource::kCompiled);
   CHECK(store.metrics().compiles == 1);
   REQUIRE(fs::is_directory(first.dir));
   CHECK(first.dir.parent_path() == dir.path);
   CHECK(first.dir.filename().string().rfind(key().name() + "-", 0) == 0);
   for (const char* f : {"kernel.cubin", "kernel.cu", "nvrtc.log", "manifest.json"}) CHECK(fs::exists(first.dir / f));
-  CHECK(read_file(first.dir / "kernel.cu") == first.rendered.source);
+  CHECK(read_file(first.dir / "kernel.cu") == first.spec.source);
   const Manifest m = Manifest::from_json(read_file(first.dir / "manifest.json"));
   CHECK(m.key == key().name());
   CHECK(m.cubin_size == first.cubin.size());
@@ -42,12 +42,12 @@ TEST_CASE("publish, then lookup and reload from a fresh process") {
   CHECK(m.format_version == kCacheFormatVersion);
 
   // Same process: a hit.
-  CHECK(store.get(key()).source == BuildSource::kCacheHit);
+  CHECK(store.get(render(key())).source == BuildSource::kCacheHit);
   // A fresh process sees the same bytes without compiling.
   const std::string cubin = first.cubin;
   CHECK(in_child([&] {
           KernelStore fresh(dir.path);
-          const BuiltKernel k = fresh.get(key());
+          const BuiltKernel k = fresh.get(render(key()));
           return (k.source == BuildSource::kCacheHit && k.cubin == cubin && fresh.metrics().compiles == 0) ? 0 : 1;
         }) == 0);
   // Nothing temporary is left behind.
@@ -87,24 +87,24 @@ TEST_CASE("a manifest's integer fields must be integers in range (8e46 once reac
 
 TEST_CASE("a copied cache still hits: the key holds no absolute path") {
   TempDir a, b;
-  KernelStore(a.path).get(key());
+  KernelStore(a.path).get(render(key()));
   fs::copy(a.path, b.path, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   KernelStore copy(b.path);
-  CHECK(copy.get(key()).source == BuildSource::kCacheHit);
+  CHECK(copy.get(render(key())).source == BuildSource::kCacheHit);
   CHECK(copy.metrics().compiles == 0);
 }
 
 TEST_CASE("a corrupt cubin is detected, moved aside and rebuilt") {
   TempDir dir;
   KernelStore store(dir.path);
-  const BuiltKernel k = store.get(key(OutDtype::kE4m3));
+  const BuiltKernel k = store.get(render(key(OutDtype::kE4m3)));
   {
     std::string bytes = read_file(k.dir / "kernel.cubin");
     bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit, same size
     write_file_synced(k.dir / "kernel.cubin", bytes);
   }
   KernelStore again(dir.path);
-  const BuiltKernel rebuilt = again.get(key(OutDtype::kE4m3));
+  const BuiltKernel rebuilt = again.get(render(key(OutDtype::kE4m3)));
   CHECK(rebuilt.source == BuildSource::kCompiled);
   CHECK(rebuilt.cubin == k.cubin);
   CHECK(fs::is_directory(dir.path / ".corrupt"));
@@ -112,7 +112,7 @@ TEST_CASE("a corrupt cubin is detected, moved aside and rebuilt") {
 
   // A truncated manifest, likewise.
   write_file_synced(rebuilt.dir / "manifest.json", "{\"format_version\": 1, \"ke");
-  CHECK(KernelStore(dir.path).get(key(OutDtype::kE4m3)).source == BuildSource::kCompiled);
+  CHECK(KernelStore(dir.path).get(render(key(OutDtype::kE4m3))).source == BuildSource::kCompiled);
 }
 
 TEST_CASE("processes prewarming one empty cache at once compile each key once") {
@@ -125,7 +125,7 @@ TEST_CASE("processes prewarming one empty cache at once compile each key once") 
       int rc = 100;
       try {
         KernelStore store(dir.path);
-        const BuiltKernel k = store.get(key(OutDtype::kBf16, 16));
+        const BuiltKernel k = store.get(render(key(OutDtype::kBf16, 16)));
         rc = k.cubin.empty() ? 99 : static_cast<int>(store.metrics().compiles.load());
       } catch (...) {
         rc = 101;
@@ -150,7 +150,7 @@ TEST_CASE("SPARK_JIT=0 turns a miss into an error and compiles nothing") {
   ::setenv("SPARK_JIT", "0", 1);
   KernelStore store(dir.path);
   try {
-    store.get(key());
+    store.get(render(key()));
     FAIL("compiled with SPARK_JIT=0");
   } catch (const Error& e) {
     CHECK(e.status() == SPARK_ERROR_JIT_DISABLED);
@@ -158,9 +158,9 @@ TEST_CASE("SPARK_JIT=0 turns a miss into an error and compiles nothing") {
   }
   CHECK(store.metrics().compiles == 0);
   ::unsetenv("SPARK_JIT");
-  store.get(key());
+  store.get(render(key()));
   ::setenv("SPARK_JIT", "0", 1);
-  CHECK(KernelStore(dir.path).get(key()).source == BuildSource::kCacheHit);  // hits still work
+  CHECK(KernelStore(dir.path).get(render(key())).source == BuildSource::kCacheHit);  // hits still work
   ::unsetenv("SPARK_JIT");
 }
 

@@ -34,7 +34,7 @@ TEST_CASE("export, then import on another host: every entry verified, published,
   const std::vector<KernelKey> keys = {small_key(8, OutDtype::kBf16), small_key(8, OutDtype::kE4m3)};
   {
     KernelStore store(build_box.path);
-    for (const KernelKey& k : keys) store.get(k);
+    for (const KernelKey& k : keys) store.get(render(k));
   }
   const fs::path archive = files.path / "cache.tar.zst";
   const ExportReport ex = export_cache(KernelCache(build_box.path), archive);
@@ -47,7 +47,7 @@ TEST_CASE("export, then import on another host: every entry verified, published,
   CHECK(im.imported.size() == 2);
   for (const auto& v : verify_entries(target, false)) CHECK(v.problem.empty());
   KernelStore store(target.root());
-  for (const KernelKey& k : keys) CHECK(store.get(k).source == BuildSource::kCacheHit);
+  for (const KernelKey& k : keys) CHECK(store.get(render(k)).source == BuildSource::kCacheHit);
   CHECK(store.metrics().compiles == 0);
 
   // Importing again never overwrites a sound entry; a corrupt one is replaced.
@@ -63,7 +63,7 @@ TEST_CASE("export, then import on another host: every entry verified, published,
 
 TEST_CASE("import refuses a truncated, corrupt or other-version archive and imports nothing") {
   TempDir source, target, files;
-  KernelStore(source.path).get(small_key());
+  KernelStore(source.path).get(render(small_key()));
   const fs::path good = files.path / "good.tar.zst";
   export_cache(KernelCache(source.path), good);
   const std::string bytes = read_file(good);
@@ -116,7 +116,7 @@ TEST_CASE("export filters by arch and name prefix, never replaces a file unless 
   KernelStore store(dir.path);
   KernelKey sm100 = small_key(8);
   sm100.arch = "sm_100a";
-  const BuiltKernel h8 = store.get(small_key(8)), h16 = store.get(small_key(16)), other = store.get(sm100);
+  const BuiltKernel h8 = store.get(render(small_key(8))), h16 = store.get(render(small_key(16))), other = store.get(render(sm100));
   const KernelCache& cache = store.cache();
   const fs::path out = files.path / "out.tar.zst";
   CHECK(export_cache(cache, out, ExportFilter{{"sm_90a"}, ""}).exported.size() == 2);
@@ -153,7 +153,7 @@ TEST_CASE("export filters by arch and name prefix, never replaces a file unless 
 TEST_CASE("export skips an entry that fails verification") {
   TempDir dir, files;
   KernelStore store(dir.path);
-  const BuiltKernel a = store.get(small_key(8)), b = store.get(small_key(16));
+  const BuiltKernel a = store.get(render(small_key(8))), b = store.get(render(small_key(16)));
   write_file_synced(b.dir / kSourceFile, "// edited by hand\n");
   const ExportReport r = export_cache(store.cache(), files.path / "x.tar.zst");
   CHECK(r.exported == std::vector<std::string>{a.dir.filename().string()});
@@ -164,7 +164,7 @@ TEST_CASE("export skips an entry that fails verification") {
 TEST_CASE("show finds an entry by directory name, key name or unique prefix; verify --fix removes bad ones") {
   TempDir dir;
   KernelStore store(dir.path);
-  const BuiltKernel bf16 = store.get(small_key(8, OutDtype::kBf16)), e4m3 = store.get(small_key(8, OutDtype::kE4m3));
+  const BuiltKernel bf16 = store.get(render(small_key(8, OutDtype::kBf16))), e4m3 = store.get(render(small_key(8, OutDtype::kE4m3)));
   const KernelCache& cache = store.cache();
   const std::string name = bf16.dir.filename().string();
   CHECK(find_entry(cache, name) == name);

@@ -60,7 +60,7 @@ TEST_CASE("a .tmp or .trash linked to another directory: nothing there is remove
     age(bait);
     CapturedLog log;
     KernelStore store(dir.path);
-    const BuiltKernel k = store.get(small_key());
+    const BuiltKernel k = store.get(render(small_key()));
     CHECK(!k.cubin.empty());
     remove_leftovers(store.cache(), true);
     evict_to_fit(store.cache(), 0);
@@ -75,13 +75,13 @@ TEST_CASE("a .corrupt linked to another directory: clear, prune and eviction lea
   Victim victim;
   TempDir dir;
   KernelStore store(dir.path);
-  const BuiltKernel k = store.get(small_key());
+  const BuiltKernel k = store.get(render(small_key()));
   fs::create_symlink(victim.dir.path, dir.path / kCorruptDir);
   const fs::path bait = victim.dir.path / scratch_name(k.dir.filename().string());
   fs::create_directories(bait);
   write_file_synced(k.dir / kCubinFile, "damaged");  // a corrupt entry to move aside
   KernelStore other(dir.path);
-  CHECK(other.get(small_key()).source == BuildSource::kCompiled);  // damage detected, rebuilt
+  CHECK(other.get(render(small_key())).source == BuildSource::kCompiled);  // damage detected, rebuilt
   evict_to_fit(store.cache(), 0);
   clear_cache(store.cache());
   CHECK(victim.intact());
@@ -101,25 +101,25 @@ TEST_CASE("lock files and last_used stamps linked to another file are never writ
   CapturedLog log;
   {
     KernelStore store(dir.path);
-    const BuiltKernel k = store.get(key);  // the lock cannot be had: compiled in memory, one warning
+    const BuiltKernel k = store.get(render(key));  // the lock cannot be had: compiled in memory, one warning
     CHECK(k.source == BuildSource::kCompiledInMemory);
     CHECK(log.count("cannot lock") == 1);
-    CHECK(store.get(key).source == BuildSource::kCompiledInMemory);
+    CHECK(store.get(render(key)).source == BuildSource::kCompiledInMemory);
     CHECK(log.count("cannot lock") == 1);
   }
   CHECK(victim.intact());
 
   // An entry whose last_used stamp is a link to someone's file: loads never write through it.
   TempDir other;
-  const BuiltKernel built = KernelStore(other.path).get(key);
+  const BuiltKernel built = KernelStore(other.path).get(render(key));
   fs::remove(built.dir / kLastUsedFile);
   fs::create_symlink(victim.file, built.dir / kLastUsedFile);
   const fs::path hard = built.dir.parent_path() / "hard-link-target";
   write_file_synced(hard, "keep me\n");
-  CHECK(KernelStore(other.path).get(key).source == BuildSource::kCacheHit);
+  CHECK(KernelStore(other.path).get(render(key)).source == BuildSource::kCacheHit);
   fs::remove(built.dir / kLastUsedFile);
   fs::create_hard_link(hard, built.dir / kLastUsedFile);  // a second name of another file
-  CHECK(KernelStore(other.path).get(key).source == BuildSource::kCacheHit);
+  CHECK(KernelStore(other.path).get(render(key)).source == BuildSource::kCacheHit);
   CHECK(victim.intact());
   CHECK(read_file(hard) == "keep me\n");
 }
@@ -131,7 +131,7 @@ TEST_CASE("a directory of one's own with a .tmp of its own: only spark's tempora
   write_file_synced(dir.path / kTmpDir / "my-project" / "a.c", "int main;\n");
   for (const char* p : {"build.log", "my-project"}) age(dir.path / kTmpDir / p);
   KernelStore store(dir.path);
-  CHECK(store.get(small_key()).source == BuildSource::kCompiled);
+  CHECK(store.get(render(small_key())).source == BuildSource::kCompiled);
   clear_cache(store.cache());
   CHECK(read_file(dir.path / kTmpDir / "build.log") == "mine\n");
   CHECK(read_file(dir.path / kTmpDir / "my-project" / "a.c") == "int main;\n");
@@ -140,7 +140,7 @@ TEST_CASE("a directory of one's own with a .tmp of its own: only spark's tempora
 TEST_CASE("entries planted under names no key has are not entries: never listed, loaded or removed") {
   TempDir dir;
   KernelStore store(dir.path);
-  const BuiltKernel k = store.get(small_key());
+  const BuiltKernel k = store.get(render(small_key()));
   const std::string real = k.dir.filename().string();
   const std::string forged[] = {
       "mla_qproj\x1b[31m.h8-0123456789abcdef",                              // an escape sequence
@@ -158,7 +158,7 @@ TEST_CASE("entries planted under names no key has are not entries: never listed,
 TEST_CASE("FIFOs and devices in place of files never hang or exhaust a loader") {
   TempDir dir;
   const KernelKey key = small_key();
-  const BuiltKernel k = KernelStore(dir.path).get(key);
+  const BuiltKernel k = KernelStore(dir.path).get(render(key));
   auto replace_with_fifo = [](const fs::path& p) {
     fs::remove(p);
     REQUIRE(::mkfifo(p.c_str(), 0644) == 0);
@@ -190,7 +190,7 @@ TEST_CASE("FIFOs and devices in place of files never hang or exhaust a loader") 
     KernelStore store(dir.path);
     (void)read_persistent_stats(dir.path);
     try {
-      return store.get(key).cubin == k.cubin ? 0 : 1;
+      return store.get(render(key)).cubin == k.cubin ? 0 : 1;
     } catch (const Error& e) {
       return e.status() == SPARK_ERROR_JIT_DISABLED && store.metrics().corrupt == 1 ? 0 : 2;
     }
@@ -235,7 +235,7 @@ TEST_CASE("a cache root or working directory other users can write is not used")
     const int rc = as_user(user, group, {group}, 002, [&] {
       CapturedLog log;
       KernelStore store(root);
-      const BuiltKernel k = store.get(small_key());
+      const BuiltKernel k = store.get(render(small_key()));
       const bool announced = log.count("is not used") == 1;
       if (c.used) return announced ? 1 : 0;
       if (!announced || k.source != BuildSource::kCompiledInMemory) return 2;
@@ -251,7 +251,7 @@ TEST_CASE("a cache root or working directory other users can write is not used")
   REQUIRE(::chmod(locks.c_str(), 0777) == 0);
   CHECK(as_user(user, group, {group}, 002, [&] {
           CapturedLog log;
-          const BuiltKernel k = KernelStore(root).get(small_key());
+          const BuiltKernel k = KernelStore(root).get(render(small_key()));
           return k.source == BuildSource::kCompiledInMemory && log.count("not writable") == 1 &&
                          fs::is_empty(locks)
                      ? 0
@@ -278,7 +278,7 @@ TEST_CASE("a cache shared by a group: a member's killed compile leaves the other
   // Alice publishes one kernel, then is SIGKILLed holding the lock of another (her lock file
   // stays behind, 0664 from her umask 002).
   CHECK(as_user(alice, team, {team}, 002, [&] {
-          KernelStore(root).get(second);
+          KernelStore(root).get(render(second));
           const EntryLock held = KernelCache(root).lock(first_id);
           ::raise(SIGKILL);
           return 0;
@@ -293,9 +293,9 @@ TEST_CASE("a cache shared by a group: a member's killed compile leaves the other
   CHECK(as_user(bob, team, {team}, 002, [&] {
           CapturedLog log;
           KernelStore store(root);
-          if (store.get(first).source != BuildSource::kCompiled) return 1;         // Alice's dead lock taken over
-          if (store.get(second).source != BuildSource::kCacheHit) return 2;        // her entry read
-          if (store.get(small_key(32)).source != BuildSource::kCompiled) return 3;  // her 0644 lock file locked
+          if (store.get(render(first)).source != BuildSource::kCompiled) return 1;         // Alice's dead lock taken over
+          if (store.get(render(second)).source != BuildSource::kCacheHit) return 2;        // her entry read
+          if (store.get(render(small_key(32))).source != BuildSource::kCompiled) return 3;  // her 0644 lock file locked
           if (log.count("warn") != 0 && log.text().find("Permission denied") != std::string::npos) return 4;
           // Evicting her entry and clearing work as well (group-writable directories).
           const RemovalReport r = clear_cache(store.cache());
@@ -347,7 +347,7 @@ TEST_CASE("a cache directory planted by another user in /tmp cannot touch the fi
 TEST_CASE("spark-cache list --json on a cache root whose path is not UTF-8") {
   TempDir base;
   const fs::path root = base.path / "caf\xe9-cache";  // Latin-1, as an old system may name it
-  KernelStore(root).get(small_key());
+  KernelStore(root).get(render(small_key()));
   const std::string out = (base.path / "list.json").string();
   const std::string command = std::string(SPARK_CACHE_EXE) + " list --json --cache-dir '" + root.string() + "' > '" +
                               out + "' 2>&1";

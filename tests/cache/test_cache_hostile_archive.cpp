@@ -80,11 +80,11 @@ std::string import_refusal(const KernelCache& cache, const fs::path& file) {
 TEST_CASE("import refuses hostile entries before publishing anything") {
   TempDir build, target, files;
   KernelStore store(build.path);
-  const BuiltKernel a = store.get(small_key(8)), b = store.get(small_key(16));
+  const BuiltKernel a = store.get(render(small_key(8))), b = store.get(render(small_key(16)));
   const BuiltKernel other_arch = [&] {
     KernelKey k = small_key(8);
     k.arch = "sm_100a";
-    return store.get(k);
+    return store.get(render(k));
   }();
   const KernelCache cache(target.path);
   auto refuse = [&](const std::string& label, const std::vector<Archived>& entries, const std::string& expected) {
@@ -224,7 +224,7 @@ TEST_CASE("an import that runs out of disk halfway publishes none of its entries
   TempDir build, target, files;
   KernelStore store(build.path);
   std::vector<Archived> entries;
-  for (int h : {8, 16, 32}) entries.push_back(archived(store.get(small_key(h))));
+  for (int h : {8, 16, 32}) entries.push_back(archived(store.get(render(small_key(h)))));
   // Every file of the first entry fits; the disk "fills" while the second entry is staged
   // (its compile log, which no manifest covers, is made the largest file).
   uint64_t first = 0;
@@ -251,7 +251,7 @@ TEST_CASE("an import that runs out of disk halfway publishes none of its entries
 TEST_CASE("import honours SPARK_CACHE_MAX_BYTES and leaves an unreadable entry alone") {
   TempDir build, target, files;
   KernelStore store(build.path);
-  const BuiltKernel a = store.get(small_key(8)), b = store.get(small_key(16));
+  const BuiltKernel a = store.get(render(small_key(8))), b = store.get(render(small_key(16)));
   const fs::path f = files.path / "two.tar.zst";
   write_file_synced(f, make_archive({archived(a), archived(b)}));
   const KernelCache cache(target.path);
@@ -272,7 +272,7 @@ TEST_CASE("import honours SPARK_CACHE_MAX_BYTES and leaves an unreadable entry a
   fs::permissions(files.path, fs::perms::all);
   const fs::path root = base.path / "cache";
   const int rc = as_user(54001, 54001, {54001}, 022, [&] {
-    const BuiltKernel mine = KernelStore(root).get(small_key(8));
+    const BuiltKernel mine = KernelStore(root).get(render(small_key(8)));
     if (::chmod((mine.dir / kCubinFile).c_str(), 0) != 0) return 1;
     const ImportReport r = import_cache(KernelCache(root), f);
     if (r.unreadable.size() != 1 || r.imported.size() != 1) return 2;
@@ -285,10 +285,10 @@ TEST_CASE("an entry that is not what its manifest says is refused by loads and v
   TempDir dir, other;
   KernelStore store(dir.path);
   const KernelKey key = small_key();
-  const BuiltKernel k = store.get(key);
+  const BuiltKernel k = store.get(render(key));
   KernelKey sm100 = key;
   sm100.arch = "sm_100a";
-  const BuiltKernel foreign = KernelStore(other.path).get(sm100);
+  const BuiltKernel foreign = KernelStore(other.path).get(render(sm100));
   // A cubin of another arch, with the manifest's size and checksum made to match.
   auto m = nlohmann::ordered_json::parse(read_file(k.dir / kManifestFile));
   m["cubin_size"] = foreign.cubin.size();
@@ -300,14 +300,14 @@ TEST_CASE("an entry that is not what its manifest says is refused by loads and v
   CHECK(verdicts[0].problem == "the cubin is for sm_100, not sm_90a");
   CapturedLog log;
   KernelStore fresh(dir.path);
-  CHECK(fresh.get(key).source == BuildSource::kCompiled);  // moved aside, rebuilt
+  CHECK(fresh.get(render(key)).source == BuildSource::kCompiled);  // moved aside, rebuilt
   CHECK(fresh.metrics().corrupt == 1);
 }
 
 TEST_CASE("stats.json values spark never writes are not believed; a failed update leaves no temporary") {
   TempDir dir;
   KernelStore store(dir.path);
-  store.get(small_key());
+  store.get(render(small_key()));
   for (const char* bad : {R"({"hits": -1})", R"({"compile_ms": -5.0})", R"({"hits": 1.5})", R"({"misses": "7"})",
                           R"({"load_ms": 1e300})", R"([1, 2])"}) {
     CAPTURE(bad);
@@ -324,7 +324,7 @@ TEST_CASE("stats.json values spark never writes are not believed; a failed updat
     ::signal(SIGXFSZ, SIG_IGN);
     const rlimit limit{8, 8};
     if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 90;
-    return KernelStore(dir.path).get(small_key()).source == BuildSource::kCacheHit ? 0 : 1;
+    return KernelStore(dir.path).get(render(small_key())).source == BuildSource::kCacheHit ? 0 : 1;
   });
   CHECK(rc == 0);
   CHECK(fs::is_empty(dir.path / kTmpDir));

@@ -21,7 +21,7 @@ using namespace spark_test;
 TEST_CASE("every input of a compile is in the key; change any and the entry misses") {
   TempDir dir;
   const KernelKey key = small_key(8, OutDtype::kBf16);
-  KernelStore(dir.path).get(key);
+  KernelStore(dir.path).get(render(key));
   const KernelCache cache(dir.path);
   const CacheKeyParts base = cache_key_parts(render(key), compile_options(key.arch), nvrtc_version());
   REQUIRE(cache.lookup(cache_id(base)).has_value());
@@ -56,18 +56,18 @@ TEST_CASE("every input of a compile is in the key; change any and the entry miss
 
 TEST_CASE("entries hold no absolute path: a cache copied elsewhere still hits") {
   TempDir a, b;
-  const BuiltKernel k = KernelStore(a.path).get(small_key());
+  const BuiltKernel k = KernelStore(a.path).get(render(small_key()));
   for (const char* f : {kManifestFile, kSourceFile}) CHECK(read_file(k.dir / f).find(a.path.string()) == std::string::npos);
   fs::copy(a.path, b.path / "moved", fs::copy_options::recursive);
   KernelStore copy(b.path / "moved");
-  CHECK(copy.get(small_key()).source == BuildSource::kCacheHit);
+  CHECK(copy.get(render(small_key())).source == BuildSource::kCacheHit);
   CHECK(copy.metrics().compiles == 0);
 }
 
 TEST_CASE("a truncated or bit-flipped cubin or manifest is detected, reported, moved aside and rebuilt") {
   TempDir dir;
   const KernelKey key = small_key(8, OutDtype::kE4m3);
-  const BuiltKernel good = KernelStore(dir.path).get(key);
+  const BuiltKernel good = KernelStore(dir.path).get(render(key));
   const std::string cubin = read_file(good.dir / kCubinFile), manifest = read_file(good.dir / kManifestFile);
 
   struct Damage {
@@ -91,7 +91,7 @@ TEST_CASE("a truncated or bit-flipped cubin or manifest is detected, reported, m
     write_file_synced(good.dir / d.file, d.bytes);
     CapturedLog log;
     KernelStore store(dir.path);
-    const BuiltKernel rebuilt = store.get(key);
+    const BuiltKernel rebuilt = store.get(render(key));
     CHECK(rebuilt.source == BuildSource::kCompiled);
     CHECK(rebuilt.cubin == good.cubin);
     CHECK(store.metrics().corrupt == 1);
@@ -108,7 +108,7 @@ TEST_CASE("a truncated or bit-flipped cubin or manifest is detected, reported, m
 TEST_CASE("an entry that cannot be read for want of file descriptors is a miss, not corruption") {
   TempDir dir;
   const KernelKey key = small_key(8);
-  const BuiltKernel good = KernelStore(dir.path).get(key);
+  const BuiltKernel good = KernelStore(dir.path).get(render(key));
   const KernelCache cache(dir.path);
   const CacheId id = id_of(key);
 

@@ -41,8 +41,8 @@ TEST_CASE("a cache directory that cannot be created: compile in memory, warn onc
   write_file_synced(dir.path / "a-file", "x");
   CapturedLog log;
   KernelStore store(dir.path / "a-file" / "cache");  // below a regular file: mkdir fails even for root
-  CHECK(store.get(small_key(8, OutDtype::kBf16)).source == BuildSource::kCompiledInMemory);
-  CHECK(store.get(small_key(8, OutDtype::kE4m3)).source == BuildSource::kCompiledInMemory);
+  CHECK(store.get(render(small_key(8, OutDtype::kBf16))).source == BuildSource::kCompiledInMemory);
+  CHECK(store.get(render(small_key(8, OutDtype::kE4m3))).source == BuildSource::kCompiledInMemory);
   CHECK(store.metrics().compiles == 2);
   CHECK(log.count("not writable") == 1);
 }
@@ -53,7 +53,7 @@ TEST_CASE("a read-only cache directory still serves its entries and compiles the
   // proves behaviour on a directory the process truly cannot write (not on a mocked check).
   TempDir dir;
   const KernelKey cached = small_key(8, OutDtype::kBf16), missing = small_key(8, OutDtype::kE4m3);
-  KernelStore(dir.path).get(cached);
+  KernelStore(dir.path).get(render(cached));
   const auto before = snapshot(dir.path);
   const bool as_root = ::geteuid() == 0;
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -68,9 +68,9 @@ TEST_CASE("a read-only cache directory still serves its entries and compiles the
     if (as_root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 90;
     CapturedLog log;
     KernelStore store(dir.path);
-    const BuiltKernel hit = store.get(cached);
-    const BuiltKernel compiled = store.get(missing);
-    const BuiltKernel again = store.get(missing);
+    const BuiltKernel hit = store.get(render(cached));
+    const BuiltKernel compiled = store.get(render(missing));
+    const BuiltKernel again = store.get(render(missing));
     if (hit.source != BuildSource::kCacheHit) return 1;
     if (compiled.source != BuildSource::kCompiledInMemory || again.source != BuildSource::kCompiledInMemory) return 2;
     if (log.count("not writable") != 1) return 3;
@@ -92,7 +92,7 @@ TEST_CASE("a full disk while publishing: the compiled kernel is used, nothing ha
     if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 90;
     CapturedLog log;
     KernelStore store(dir.path);
-    const BuiltKernel k = store.get(small_key());
+    const BuiltKernel k = store.get(render(small_key()));
     if (k.source != BuildSource::kCompiledInMemory || k.cubin.empty()) return 1;
     return log.count("cannot cache") == 1 ? 0 : 2;
   });
@@ -105,13 +105,13 @@ TEST_CASE("SPARK_CACHE_MAX_BYTES evicts the least recently used entry by the cac
   TempDir dir;
   const KernelKey a = small_key(8), b = small_key(16), c = small_key(32), d = small_key(11);  // one tile, entries of one size
   KernelStore store(dir.path);
-  const BuiltKernel ka = store.get(a);
+  const BuiltKernel ka = store.get(render(a));
   pause_ms(5);
-  const BuiltKernel kb = store.get(b);
+  const BuiltKernel kb = store.get(render(b));
   pause_ms(5);
-  const BuiltKernel kc = store.get(c);
+  const BuiltKernel kc = store.get(render(c));
   pause_ms(5);
-  CHECK(store.get(a).source == BuildSource::kCacheHit);  // a load refreshes a's stamp
+  CHECK(store.get(render(a)).source == BuildSource::kCacheHit);  // a load refreshes a's stamp
   CHECK(last_used_ms(ka.dir) > last_used_ms(kc.dir));
   CHECK(read_file(ka.dir / kLastUsedFile).size() == 21);
 
@@ -120,7 +120,7 @@ TEST_CASE("SPARK_CACHE_MAX_BYTES evicts the least recently used entry by the cac
   const uint64_t entry = disk_bytes(kb.dir);
   ::setenv("SPARK_CACHE_MAX_BYTES", std::to_string(cache_bytes(cache) + entry / 2).c_str(), 1);
   pause_ms(5);
-  const BuiltKernel kd = store.get(d);
+  const BuiltKernel kd = store.get(render(d));
   ::unsetenv("SPARK_CACHE_MAX_BYTES");
   CHECK(kd.source == BuildSource::kCompiled);
   CHECK(store.metrics().evictions == 1);
@@ -142,8 +142,8 @@ TEST_CASE("SPARK_CACHE_MAX_BYTES evicts the least recently used entry by the cac
 TEST_CASE("eviction never removes an entry another process is loading or publishing") {
   TempDir dir;
   KernelStore store(dir.path);
-  const BuiltKernel loading = store.get(small_key(8)), publishing = store.get(small_key(16));
-  const BuiltKernel idle = store.get(small_key(32));
+  const BuiltKernel loading = store.get(render(small_key(8))), publishing = store.get(render(small_key(16)));
+  const BuiltKernel idle = store.get(render(small_key(32)));
   const KernelCache& cache = store.cache();
   int ready[2];
   REQUIRE(::pipe(ready) == 0);
@@ -192,7 +192,7 @@ TEST_CASE("temporaries of dead processes are removed, a live process's are kept"
   CHECK(scratch_is_abandoned(tmp, dead.filename().string(), kScratchMaxAge));
   CHECK(!scratch_is_abandoned(tmp, live.filename().string(), kScratchMaxAge));
   KernelStore store(dir.path);
-  store.get(small_key());  // a store cleans up once, on first use
+  store.get(render(small_key()));  // a store cleans up once, on first use
   CHECK(!fs::exists(dead));
   CHECK(fs::exists(live));
 }
@@ -202,8 +202,8 @@ TEST_CASE("metrics: hits, misses, compiles, compile and load time, corrupt entri
   const KernelKey key = small_key();
   {
     KernelStore store(dir.path);
-    store.get(key);
-    store.get(key);
+    store.get(render(key));
+    store.get(render(key));
     const CacheCounters m = store.metrics().snapshot();
     CHECK(m.misses == 1);
     CHECK(m.compiles == 1);
@@ -216,7 +216,7 @@ TEST_CASE("metrics: hits, misses, compiles, compile and load time, corrupt entri
   }
   {
     KernelStore other(dir.path);  // "another process" of the same directory
-    other.get(key);
+    other.get(render(key));
   }
   const PersistentStats s = read_persistent_stats(dir.path);
   CHECK(s.counters.compiles == 1);

@@ -15,7 +15,7 @@
 
 #include "cache/evict.h"
 #include "jit/kernel_store.h"
-#include "jit/prewarm.h"
+#include "ops/mla_qproj/presets.h"
 #include "cache/scratch.h"
 #include "cache/stats.h"
 #include "core/files.h"
@@ -94,7 +94,7 @@ TEST_CASE("8 processes prewarming one empty cache at once compile every key exac
         for (const PrewarmResult& r : prewarm(store, keys, 2)) ok &= r.ok ? 1 : 0;
         // Ends with every kernel loaded: each one read back and verified.
         for (const KernelKey& k : keys) {
-          const BuiltKernel b = store.get(k);
+          const BuiltKernel b = store.get(render(k));
           ok &= (b.source == BuildSource::kCacheHit && !b.cubin.empty() &&
                  checksum_hex(b.cubin) == b.manifest.cubin_xxh3) ? 1 : 0;
         }
@@ -172,7 +172,7 @@ TEST_CASE("a lock holder killed with SIGKILL releases the lock; the waiter compi
   if (waiter == 0) {
     ::alarm(60);  // a waiter that hangs fails the test instead of hanging it
     KernelStore store(dir.path);
-    const BuiltKernel k = store.get(key);
+    const BuiltKernel k = store.get(render(key));
     std::_Exit(k.source == BuildSource::kCompiled && store.metrics().compiles == 1 ? 0 : 1);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -247,7 +247,7 @@ TEST_CASE("prewarms SIGKILLed at random instants never leave an entry a load tru
   for (const std::string& name : names) CHECK(check_entry(cache.entry_dir(name)).ok());
   CHECK(count_children(dir.path / kTmpDir) == 0);
   KernelStore store(dir.path);
-  for (const KernelKey& k : expand(spec)) CHECK(store.get(k).source == BuildSource::kCacheHit);
+  for (const KernelKey& k : expand(spec)) CHECK(store.get(render(k)).source == BuildSource::kCacheHit);
   CHECK(store.metrics().corrupt == 0);
 
   std::string histogram;

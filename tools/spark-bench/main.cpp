@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 128));
   app.add_option("--nope", nopes, "nope dim K (default 128,192)")->delimiter(',')->check(CLI::IsMember({128, 192}));
-  app.add_option("--m", ms, "tokens per call (default 1,2,4,...,1024)")->delimiter(',')->check(CLI::Range(1, 8192));
+  app.add_option("--m", ms, "tokens per call (default 1,2,4,...,1024)")->delimiter(',')->check(CLI::Range(1, SPARK_MLA_QPROJ_MAX_M));
   app.add_option("--weights", weight_names, "weight formats (default bf16,mxfp8)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "mxfp8"}));

@@ -13,13 +13,6 @@ size_t out_elems(int heads, int m) { return static_cast<size_t>(m) * heads * kOu
 
 }  // namespace
 
-const char* to_string(WeightFormat f) { return f == WeightFormat::kBf16 ? "bf16" : "mxfp8"; }
-const char* to_string(OutDtype d) { return d == OutDtype::kBf16 ? "bf16" : "e4m3"; }
-spark_weight_format to_spark(WeightFormat f) {
-  return f == WeightFormat::kBf16 ? SPARK_WEIGHTS_BF16 : SPARK_WEIGHTS_MXFP8;
-}
-spark_dtype to_spark(OutDtype d) { return d == OutDtype::kBf16 ? SPARK_DTYPE_BF16 : SPARK_DTYPE_E4M3; }
-
 size_t weight_bytes_read(int heads, int nope, WeightFormat w) {
   const size_t hk = static_cast<size_t>(heads) * nope;
   return w == WeightFormat::kBf16 ? hk * kLatent * 2 : hk * kLatent + hk * kScalesPerRow;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/mla_qproj/key.h"
 #include "spark/spark.h"
 #include "tools/spark-bench/cuda_objects.h"
 #include "tools/spark-bench/staged.h"
@@ -36,13 +37,12 @@ constexpr float kQScale = 0.0371f;              // the e4m3 output scale (not a 
 // none of its weights left in the L2 from the previous replay.
 constexpr int kL2Multiple = 4;
 
-enum class WeightFormat { kBf16, kMxfp8 };
-enum class OutDtype { kBf16, kE4m3 };
-
-const char* to_string(WeightFormat f);
-const char* to_string(OutDtype d);
-spark_weight_format to_spark(WeightFormat f);
-spark_dtype to_spark(OutDtype d);
+// The formats as spark's keys hold them (their values are the C enums').
+using spark::OutDtype;
+using spark::to_string;
+using spark::WeightFormat;
+inline spark_weight_format to_spark(WeightFormat f) { return static_cast<spark_weight_format>(f); }
+inline spark_dtype to_spark(OutDtype d) { return static_cast<spark_dtype>(d); }
 
 // The kv_b-like pack of one layer and the strides of the views spark and cuBLAS get.
 struct PackLayout {

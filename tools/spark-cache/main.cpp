@@ -20,10 +20,10 @@
 #include "cache/archive.h"
 #include "cache/evict.h"
 #include "cache/inspect.h"
-#include "jit/prewarm.h"
 #include "core/env.h"
 #include "core/error.h"
-#include "ops/mla_qproj/tiles.h"
+#include "ops/mla_qproj/presets.h"
+#include "ops/mla_qproj/render.h"
 #include "runtime/cuda_driver.h"
 #include "tools/common/cli.h"
 
@@ -219,7 +219,7 @@ int cmd_import(const spark::KernelCache& cache, const std::string& file) {
   return r.unreadable.empty() ? 0 : 1;
 }
 
-// The SPARK_* variables spark reads (core/env.h, core/log.h, generator/), with what an unset
+// The SPARK_* variables spark reads (core/env.h, core/log.h, jit/, ops/), with what an unset
 // one means.
 struct EnvVar {
   const char* name;
@@ -366,8 +366,7 @@ int cmd_check(const spark::KernelCache& cache, const std::string& model, int tp,
   size_t present = 0;
   for (const spark::KernelKey& key : keys) {
     // The entry a load would look for: the same id KernelStore computes.
-    const spark::RenderedSource src = spark::render(key);
-    const spark::CacheId id = spark::cache_id(src, spark::compile_options(key.arch), nvrtc);
+    const spark::CacheId id = spark::cache_id(spark::render(key), spark::compile_options(key.arch), nvrtc);
     std::string why;
     if (!readable) {
       why = "cache not readable";
@@ -422,7 +421,7 @@ int main(int argc, char** argv) {
   bool json = false, fix = false, source = false, force = false;
   std::string key, max_bytes, file, model, prefix;
   std::vector<std::string> archs;
-  int tp = 1, max_m = 8192;
+  int tp = 1, max_m = spark::kMaxM;
   std::vector<std::string> model_names;
   for (const spark::ModelPreset& p : spark::model_presets()) model_names.emplace_back(p.name);
 
@@ -449,7 +448,7 @@ int main(int argc, char** argv) {
   // One value split here: a list option would swallow export's PREFIX after it.
   std::string arch_list;
   check->add_option("--arch", arch_list, "targets, comma-separated (default: sm_90a)");
-  check->add_option("--max-m", max_m, "largest M (tokens per call) served")->check(CLI::Range(1, 8192));
+  check->add_option("--max-m", max_m, "largest M (tokens per call) served")->check(CLI::Range(1, spark::kMaxM));
   check->add_flag("--json", json, "print JSON");
   auto* exp = app.add_subcommand("export", "write the sound entries into one archive (tar + zstd) for other hosts");
   exp->add_option("FILE", file, "archive to write (.tar.zst), or - for standard output")->required();

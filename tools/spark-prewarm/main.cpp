@@ -13,7 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "jit/prewarm.h"
+#include "ops/mla_qproj/presets.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "ops/mla_qproj/tiles.h"
@@ -45,7 +45,7 @@ std::string local_arch(bool& from_gpu) {
 }
 
 nlohmann::json result_json(const spark::PrewarmResult& r) {
-  nlohmann::json j = {{"key", r.key.name()}, {"ok", r.ok}, {"ms", r.ms}};
+  nlohmann::json j = {{"key", r.key}, {"ok", r.ok}, {"ms", r.ms}};
   if (r.ok) {
     j["source"] = std::string(spark::to_string(r.source));
     j["registers"] = r.resources.registers;
@@ -200,17 +200,17 @@ int main(int argc, char** argv) {
       if (json || (quiet && r.ok)) return;  // failures are printed even with --quiet
       if (tty) fmt::print("\r\033[K");
       if (r.ok) {
-        fmt::print("  {:<22} {:<58} {:8.1f} ms  {} regs\n", spark::to_string(r.source), r.key.name(), r.ms,
+        fmt::print("  {:<22} {:<58} {:8.1f} ms  {} regs\n", spark::to_string(r.source), r.key, r.ms,
                    r.resources.registers);
       } else {
-        fmt::print("  {:<22} {}\n{}\n", "FAILED", r.key.name(), r.error);
+        fmt::print("  {:<22} {}\n{}\n", "FAILED", r.key, r.error);
       }
       if (tty) fmt::print("[{}/{}]", done, keys.size());
       std::fflush(stdout);
     });
     if (tty) fmt::print("\r\033[K");
     for (const auto& r : results)
-      if (r.failed_after_report && !json) fmt::print("  {:<22} {}\n{}\n", "FAILED", r.key.name(), r.error);
+      if (r.failed_after_report && !json) fmt::print("  {:<22} {}\n{}\n", "FAILED", r.key, r.error);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     size_t compiled = 0, cached = 0, failed = 0;
     for (const auto& r : results) {

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "jit/kernel_store.h"
-#include "jit/prewarm.h"
+#include "ops/mla_qproj/presets.h"
 #include "fake_cuda_control.h"
 #include "fake_problem.h"
 #include "ops/mla_qproj/tiles.h"

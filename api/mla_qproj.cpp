@@ -1,0 +1,63 @@
+// The C API of the MLA query projection: can_implement, plans, run.
+#include "api/c_boundary.h"
+#include "core/c_enum.h"
+#include "ops/mla_qproj/plan.h"
+#include "ops/mla_qproj/validate.h"
+
+struct spark_mla_qproj_plan_s {
+  std::unique_ptr<spark::Plan> impl;
+};
+
+using spark::guarded;
+
+extern "C" {
+
+spark_status spark_mla_qproj_can_implement(const spark_mla_qproj_desc* desc, const spark_mla_qproj_args* args) {
+  return guarded([&] {
+    spark::validate_desc(desc);
+    if (args) spark::validate_args(*desc, args, spark::kMaxM);
+  });
+}
+
+spark_status spark_mla_qproj_plan_create(spark_context ctx, const spark_mla_qproj_desc* desc,
+                                         const spark_mla_qproj_plan_options* opts, spark_mla_qproj_plan* out) {
+  return guarded([&] {
+    SPARK_CHECK_ARG(ctx != nullptr, "ctx", "must not be NULL");
+    SPARK_CHECK_ARG(out != nullptr, "out", "must not be NULL");
+    *out = nullptr;
+    spark::validate_desc(desc);
+    spark_mla_qproj_plan_options o{sizeof(spark_mla_qproj_plan_options), spark::kMaxM, 0, 0};
+    if (opts) {
+      SPARK_CHECK_ARG(opts->struct_size >= sizeof(spark_mla_qproj_plan_options), "struct_size",
+                      "opts->struct_size is {}, expected sizeof(spark_mla_qproj_plan_options) = {}",
+                      opts->struct_size, sizeof(spark_mla_qproj_plan_options));
+      SPARK_CHECK_ARG(opts->max_m >= 1 && opts->max_m <= spark::kMaxM, "max_m", "{} is outside 1..{}",
+                      opts->max_m, spark::kMaxM);
+      SPARK_CHECK_ARG(opts->lazy == 0 || opts->lazy == 1, "lazy", "must be 0 or 1 (got {})", opts->lazy);
+      SPARK_CHECK_ARG(opts->enable_pdl == 0 || opts->enable_pdl == 1, "enable_pdl", "must be 0 or 1 (got {})",
+                      opts->enable_pdl);
+      o = *opts;
+      o.struct_size = sizeof(spark_mla_qproj_plan_options);
+    }
+    auto plan = std::make_unique<spark_mla_qproj_plan_s>();
+    plan->impl = std::make_unique<spark::Plan>(*ctx->impl, *desc, o);
+    *out = plan.release();
+  });
+}
+
+void spark_mla_qproj_plan_destroy(spark_mla_qproj_plan plan) {
+  try {
+    delete plan;
+  } catch (...) {
+  }
+}
+
+spark_status spark_mla_qproj_run(spark_mla_qproj_plan plan, const spark_mla_qproj_args* args,
+                                 spark_stream stream) {
+  return guarded([&] {
+    SPARK_CHECK_ARG(plan != nullptr, "plan", "must not be NULL");
+    plan->impl->run(args, reinterpret_cast<CUstream>(stream));
+  });
+}
+
+}  // extern "C"
