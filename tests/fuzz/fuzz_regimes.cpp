@@ -31,7 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const spark::TileConfig& t = e.tile;
     const int threads = t.threads();
     if (threads < 32 || threads > 1024 || threads % 32 != 0) __builtin_trap();
-    if (t.ksplit < 1 || t.stages < 0 || t.ring < 1 || t.kchunk < 0) __builtin_trap();
+    // A ring of kRingPerChunk (":kCHUNK" without "xRING") is fitted to K by tile_config.
+    const bool per_chunk = t.kchunk > 0 && t.ring == spark::kRingPerChunk;
+    if (t.ksplit < 1 || t.stages < 1 || (t.ring < 1 && !per_chunk) || t.kchunk < 0) __builtin_trap();
     for (const int k : {128, 192})
       for (const spark::OutDtype out : {spark::OutDtype::kBf16, spark::OutDtype::kE4m3})
         for (const spark::WeightFormat w : {spark::WeightFormat::kBf16, spark::WeightFormat::kMxfp8}) {
