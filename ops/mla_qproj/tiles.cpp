@@ -64,8 +64,8 @@ int wgmma_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat weig
   const int stage = 64 * k * 2;
   const int stage_cols = t.nsplit > 1 && out == OutDtype::kBf16 && k > 128 ? 32 : 64;
   const int staging = staging_bytes(t.groups * t.nsplit * 4 * 16, stage_cols, out);
-  return std::max(w + t.groups * t.stages * stage + staging, w + t.groups * stage + stationary_raw_bytes(k, t.bn, weights)) +
-         1024;
+  const int raw = stationary_raw_bytes(k, t.bn, weights);
+  return std::max(w + t.groups * t.stages * stage + staging, w + t.groups * stage + raw) + 1024;
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ WEIGHTS_MXFP8 = 1
 DTYPE_BF16 = 0
 DTYPE_E4M3 = 1
 
+# SPARK_MLA_QPROJ_MAX_M: the largest M of a call.
+MAX_M = 8192
+
 
 class SparkError(RuntimeError):
     """A spark call failed; the message is spark's own (spark_last_error), which names the
@@ -120,7 +123,7 @@ def qproj_args(**fields):
     return _init(QProjArgs, **fields)
 
 
-def plan_options(max_m=8192, lazy=False, enable_pdl=False):
+def plan_options(max_m=MAX_M, lazy=False, enable_pdl=False):
     return _init(PlanOptions, max_m=max_m, lazy=int(lazy), enable_pdl=int(enable_pdl))
 
 

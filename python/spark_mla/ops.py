@@ -35,7 +35,7 @@ _WEIGHT_FORMATS = {torch.bfloat16: _lib.WEIGHTS_BF16, torch.float8_e4m3fn: _lib.
 _OUT_DTYPES = {torch.bfloat16: _lib.DTYPE_BF16, torch.float8_e4m3fn: _lib.DTYPE_E4M3}
 _WEIGHT_FORMAT_NAMES = {"bf16": torch.bfloat16, "mxfp8": torch.float8_e4m3fn}
 _OUT_DTYPE_NAMES = {"bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
-MAX_M = 8192
+MAX_M = _lib.MAX_M
 
 
 def _fail(argument, rule):

@@ -65,6 +65,23 @@ def test_struct_layouts_match_the_header(tmp_path):
     assert got[:-1] == expect
 
 
+def test_constants_match_the_header(tmp_path):
+    """The statuses, formats and the largest M as include/spark/spark.h defines them."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to read the header")
+    names = {"MAX_M": "SPARK_MLA_QPROJ_MAX_M", "WEIGHTS_BF16": "SPARK_WEIGHTS_BF16",
+             "WEIGHTS_MXFP8": "SPARK_WEIGHTS_MXFP8", "DTYPE_BF16": "SPARK_DTYPE_BF16", "DTYPE_E4M3": "SPARK_DTYPE_E4M3"}
+    names.update({n: "SPARK_" + n for n in dir(_lib) if n.startswith("ERROR_")})
+    src = tmp_path / "constants.c"
+    src.write_text("#include <stdio.h>\n#include <spark/spark.h>\nint main(void) {\n"
+                   + "\n".join(f'printf("{py} %d\\n", (int){c});' for py, c in names.items()) + "\nreturn 0;\n}\n")
+    exe = tmp_path / "constants"
+    subprocess.run([cc, "-std=c99", f"-I{REPO / 'include'}", str(src), "-o", str(exe)], check=True)
+    got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")[:-1]
+    assert got == [f"{py} {getattr(_lib, py)}" for py in names]
+
+
 @pytest.mark.parametrize("heads,nope,weights,out", [(1, 128, "bf16", "bf16"), (128, 128, "mxfp8", "e4m3"),
                                                     (11, 192, "bf16", "e4m3"), (64, 192, "mxfp8", "bf16")])
 def test_can_implement_supported_shapes(heads, nope, weights, out):

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   tools::apply_conventions(app, tool);
   std::string model, spec_file, cache_dir;
   std::vector<std::string> archs;
-  int tp = 1, jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))), max_m = 8192;
+  int tp = 1, jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))), max_m = spark::kMaxM;
   std::vector<int> heads, nope;
   std::vector<std::string> weights{"bf16"}, outs{"bf16", "e4m3"};
   bool json = false, quiet = false;
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   auto* nope_opt =
       app.add_option("--nope", nope, "nope dim K, e.g. 192")->delimiter(',')->check(CLI::IsMember({128, 192}));
   auto* max_m_opt =
-      app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare")->check(CLI::Range(1, 8192));
+      app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare")->check(CLI::Range(1, spark::kMaxM));
   auto* weights_opt = app.add_option("--weights", weights, "weight formats")
                           ->delimiter(',')
                           ->check(CLI::IsMember({"bf16", "mxfp8"}));
