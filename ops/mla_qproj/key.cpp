@@ -53,6 +53,20 @@ std::string shape_problem(int heads, int k, int n, int r, const ShapeArgNames& n
   return {};
 }
 
+KernelKey KernelKey::of(int heads, int k, MRegime regime, WeightFormat weights, OutDtype out, std::string arch,
+                         int n, int r) {
+  KernelKey key;
+  key.heads = heads;
+  key.k = k;
+  key.n = n;
+  key.r = r;
+  key.regime = regime;
+  key.weights = weights;
+  key.out = out;
+  key.arch = std::move(arch);
+  return key;
+}
+
 std::string KernelKey::name() const {
   return fmt::format("{}.h{}.k{}.n{}.r{}.m{}-{}.w{}.o{}.{}", op, heads, k, n, r, regime.m_min,
                      regime.m_max, to_string(weights), to_string(out), arch);

@@ -53,6 +53,10 @@ struct KernelKey {
   OutDtype out = OutDtype::kBf16;
   std::string arch;  // "sm_90a", ...
 
+  // A key from its fields (N and R: the only ones supported, 512 and 64, unless given).
+  static KernelKey of(int heads, int k, MRegime regime, WeightFormat weights, OutDtype out, std::string arch,
+                      int n = 512, int r = 64);
+
   std::string name() const;
   // Accepts exactly the names name() prints, so parse(s).name() == s: numbers in decimal
   // without sign or leading zero (heads 1..1024; k, n, r 1..65536; the regime within

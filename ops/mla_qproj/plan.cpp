@@ -12,16 +12,11 @@ namespace spark {
 Plan::Plan(Context& ctx, const spark_mla_qproj_desc& desc, const spark_mla_qproj_plan_options& opts)
     : ctx_(ctx), desc_(desc), opts_(opts) {
   for (const RegimeEntry& e : regimes_up_to(ctx.arch(), opts.max_m)) {
-    KernelKey key;
-    key.heads = desc.heads;
-    key.k = desc.nope_dim;
-    key.n = desc.latent_dim;
-    key.r = desc.rope_dim;
-    key.regime = e.regime;
-    const bool bf16_weights = enum_value(desc.weight_format) == SPARK_WEIGHTS_BF16;
-    key.weights = bf16_weights ? WeightFormat::kBf16 : WeightFormat::kMxfp8;
-    key.out = enum_value(desc.out_dtype) == SPARK_DTYPE_BF16 ? OutDtype::kBf16 : OutDtype::kE4m3;
-    key.arch = ctx.arch();
+    // validate_desc admitted only the enumerators, whose values the key's enums share.
+    const KernelKey key = KernelKey::of(desc.heads, desc.nope_dim, e.regime,
+                                        static_cast<WeightFormat>(enum_value(desc.weight_format)),
+                                        static_cast<OutDtype>(enum_value(desc.out_dtype)), ctx.arch(),
+                                        desc.latent_dim, desc.rope_dim);
     auto slot = std::make_unique<Slot>();
     slot->rendered = render(key);
     if (!opts.lazy) slot->kernel.store(&ctx.load(slot->rendered, "plan creation"), std::memory_order_release);

@@ -58,18 +58,8 @@ std::vector<KernelKey> expand(const PrewarmSpec& spec) {
     for (int k : spec.nope_dims)
       for (WeightFormat w : spec.weights)
         for (OutDtype o : spec.outs)
-          for (const RegimeEntry& e : regimes_up_to(spec.arch, spec.max_m)) {
-            KernelKey key;
-            key.heads = h;
-            key.k = k;
-            key.n = spec.latent_dim;
-            key.r = spec.rope_dim;
-            key.regime = e.regime;
-            key.weights = w;
-            key.out = o;
-            key.arch = spec.arch;
-            keys.push_back(key);
-          }
+          for (const RegimeEntry& e : regimes_up_to(spec.arch, spec.max_m))
+            keys.push_back(KernelKey::of(h, k, e.regime, w, o, spec.arch, spec.latent_dim, spec.rope_dim));
   return keys;
 }
 

@@ -25,16 +25,7 @@ using namespace spark;
 namespace {
 KernelKey key(const std::string& arch, MRegime regime, OutDtype out, int k = 192, int heads = 8,
               WeightFormat weights = WeightFormat::kBf16) {
-  KernelKey x;
-  x.weights = weights;
-  x.heads = heads;
-  x.k = k;
-  x.n = 512;
-  x.r = 64;
-  x.regime = regime;
-  x.out = out;
-  x.arch = arch;
-  return x;
+  return KernelKey::of(heads, k, regime, weights, out, arch);
 }
 
 bool is_elf(const std::string& b) { return b.size() > 64 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0; }

@@ -8,15 +8,7 @@ using namespace spark;
 
 namespace {
 KernelKey key(int heads, int k, MRegime regime, OutDtype out, const char* arch = "sm_90a") {
-  KernelKey x;
-  x.heads = heads;
-  x.k = k;
-  x.n = 512;
-  x.r = 64;
-  x.regime = regime;
-  x.out = out;
-  x.arch = arch;
-  return x;
+  return KernelKey::of(heads, k, regime, WeightFormat::kBf16, out, arch);
 }
 }  // namespace
 

@@ -17,18 +17,7 @@
 using namespace spark;
 
 namespace {
-KernelKey sample() {
-  KernelKey k;
-  k.heads = 11;
-  k.k = 192;
-  k.n = 512;
-  k.r = 64;
-  k.regime = {17, 128};
-  k.weights = WeightFormat::kBf16;
-  k.out = OutDtype::kE4m3;
-  k.arch = "sm_90a";
-  return k;
-}
+KernelKey sample() { return KernelKey::of(11, 192, {17, 128}, WeightFormat::kBf16, OutDtype::kE4m3, "sm_90a"); }
 }  // namespace
 
 namespace {
@@ -157,34 +146,8 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:wg:256x2x2:flat"), Error);            // per-tile only
 }
 
-TEST_CASE("per-shape tiles fit every arch's shared memory and differ where tuned") {
-  for (const ArchInfo& a : supported_archs())
-    for (const RegimeEntry& e : regime_table(a.name))
-      for (int h : {1, 8, 11, 16, 32, 64, 128})
-        for (int k : {128, 192})
-          for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
-            for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8}) {
-              KernelKey key;
-              key.heads = h;
-              key.k = k;
-              key.n = 512;
-              key.r = 64;
-              key.regime = e.regime;
-              key.out = o;
-              key.weights = w;
-              key.arch = std::string(a.name);
-              const TileConfig t = tile_config(key);
-              CAPTURE(key.name());
-              CHECK(t.smem_bytes(k, o, w) <= a.max_smem_per_block);
-              CHECK(k % (16 * t.ksplit) == 0);
-            }
-  KernelKey few;
-  few.heads = 8;
-  few.k = 192;
-  few.n = 512;
-  few.r = 64;
-  few.regime = {1, 16};
-  few.arch = "sm_90a";
+TEST_CASE("per-shape tiles differ where tuned") {
+  const KernelKey few = KernelKey::of(8, 192, {1, 16}, WeightFormat::kBf16, OutDtype::kBf16, "sm_90a");
   KernelKey many = few;
   many.heads = 128;
   CHECK(tile_config(few).describe() != tile_config(many).describe());
@@ -415,18 +378,7 @@ void for_each_supported_key(Fn&& fn) {
       for (int h = 1; h <= kMaxHeads; ++h)
         for (int k : {128, 192})
           for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8})
-            for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3}) {
-              KernelKey key;
-              key.heads = h;
-              key.k = k;
-              key.n = 512;
-              key.r = 64;
-              key.regime = m;
-              key.weights = w;
-              key.out = o;
-              key.arch = std::string(a.name);
-              fn(key);
-            }
+            for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3}) fn(KernelKey::of(h, k, m, w, o, std::string(a.name)));
 }
 
 // The message parse_tile_table refuses `text` with.
