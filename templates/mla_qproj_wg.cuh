@@ -13,21 +13,24 @@
 // buffer and stores whole row segments.
 #pragma once
 
-#include "mla_qproj_ws.cuh"
+#include "mla_qproj_common.cuh"
 #include "wgmma_sm90.cuh"
 
 namespace spark {
 
-template <int K_, int N_, int R_, int BN_, int GROUPS_, int QSTAGES_, int OUT_, int WEIGHTS_, int NSPLIT_>
-struct MlaQprojWgConfig {
-  static constexpr int K = K_, N = N_, R = R_;
-  static constexpr int BM = 64, BN = BN_, kGroups = GROUPS_, kQStages = QSTAGES_, kNSplit = NSPLIT_;
-  static constexpr OutKind kOut = OutKind(OUT_);
-  static constexpr bool kMx = WeightKind(WEIGHTS_) == WeightKind::kMxfp8;
+// The layout from the named choices S (the rendered source's struct): K, N, R (nope,
+// latent and RoPE dims), BN (a team's tile is 64 x BN), kGroups (teams), kQStages (q
+// stages per team), kNSplit (warp groups per team), kOut, kWeights (output dtype, weight
+// format).
+template <class S>
+struct MlaQprojWgConfig : S, StationaryWeights<S::K, S::BN, S::kWeights> {
+  using S::K, S::N, S::R, S::BN, S::kGroups, S::kQStages, S::kNSplit, S::kOut;
+  using W = StationaryWeights<S::K, S::BN, S::kWeights>;
+  static constexpr int BM = 64;
   static constexpr int kTeamThreads = kNSplit * 128;
   static constexpr int kThreads = kGroups * kTeamThreads;
   static constexpr int kGN = BN / kNSplit;  // a warp group's columns
-  static constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
+  static constexpr int kOutBytes = out_bytes(kOut);
   // Weights: BN / 64 panels of K rows x 128 bytes (64 bf16 columns), 128-byte swizzled.
   static constexpr int kPanelBytes = K * 128;
   static constexpr int kSmemW = BN / 64 * kPanelBytes;
@@ -42,18 +45,13 @@ struct MlaQprojWgConfig {
   static constexpr int kSmemWarpC = 16 * kLdC;
   static constexpr int kOffStaging = kOffStages + kGroups * kQStages * kSmemQ;
   static constexpr int kSmemMain = kOffStaging + kGroups * kNSplit * 4 * kSmemWarpC;
-  // MXFP8: raw e4m3 columns and kScaleWords words of scale bytes per K row, behind every
-  // group's first stage until they are dequantised.
-  static constexpr int kScaleWords = BN / 128;
-  static constexpr int kLdRaw = BN + 16;
-  static constexpr int kSmemRaw = kMx ? K * kLdRaw + K * kScaleWords * 4 : 0;
+  // MXFP8: the raw weights sit behind every group's first stage until they are dequantised.
   static constexpr int kOffRaw = kOffStages + kGroups * kSmemQ;
   // Plus 1 KB so the layout can start at the next 1024-byte boundary of the window.
-  static constexpr int kSmemBytes = (kSmemMain > kOffRaw + kSmemRaw ? kSmemMain : kOffRaw + kSmemRaw) + 1024;
-  static constexpr int kWChunks = 4;
-  static constexpr int kWChunkRows = K / kWChunks;
+  static constexpr int kSmemBytes =
+      (kSmemMain > kOffRaw + W::kSmemRaw ? kSmemMain : kOffRaw + W::kSmemRaw) + 1024;
 
-  static_assert(K % 64 == 0 && K % kWChunks == 0, "K in 64-column swizzle blocks and weight chunks");
+  static_assert(K % 64 == 0, "K in 64-column swizzle blocks");
   static_assert(BN == 128 || BN == 256, "a team's tile is 64 x 128 or 64 x 256");
   static_assert(kGN == 128 || kGN == 256, "a warp group's MMAs are 64 x 128 or 64 x 256");
   static_assert(N % BN == 0 && R % 8 == 0, "N blocks; RoPE vectors");
@@ -79,9 +77,10 @@ __device__ __forceinline__ void named_barrier(int id) {
 // The q_nope rows of M tile `tile` into a stage, by the threads of one team, one 64-column
 // K block at a time (eight vectors per row, so a thread steps rows at a fixed column).
 template <class C>
-__device__ __forceinline__ void wg_load_q(const MlaQprojParams& p, u8* stage, const WsUnit& u, int tile, int ttid) {
+__device__ __forceinline__ void wg_load_q(const MlaQprojParams& p, u8* stage, const StationaryUnit& u, int tile,
+                                          int ttid) {
   const int m0 = tile * C::BM;
-  const u8* src = reinterpret_cast<const u8*>(p.q_nope + u.h * p.q_nope_stride_h + m0 * p.q_nope_stride_m);
+  const u8* src = reinterpret_cast<const u8*>(q_nope_of(p) + u.h * p.q_nope_stride_h + m0 * p.q_nope_stride_m);
 #pragma unroll
   for (int b = 0; b < C::K / 64; ++b)
     copy_rows_async_to<8, C::kTeamThreads>(stage + b * (C::BM * 128), [](int r, int c) { return swizzle128(r, c); },
@@ -92,7 +91,7 @@ template <class C>
 __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   extern __shared__ __align__(1024) u8 smem_window[];
   u8* smem = smem_window + ((1024u - (smem_addr(smem_window) & 1023u)) & 1023u);
-  const WsUnit u = ws_unit<C>(p);
+  const StationaryUnit u = stationary_unit<C>(p);
   if (u.tiles <= 0) return;
   // Team `team` takes the tiles; within it warp group `part` owns columns part * kGN...
   const int team = threadIdx.x / C::kTeamThreads, ttid = threadIdx.x % C::kTeamThreads;
@@ -102,19 +101,7 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     return stages + ((local % C::kQStages) * C::kGroups + team) * C::kSmemQ;
   };
 
-  // The weights do not depend on the previous kernel: request them before waiting on it.
-  u8* raw = smem + C::kOffRaw;
-  u32* scale_words = reinterpret_cast<u32*>(raw + C::K * C::kLdRaw);
-#pragma unroll
-  for (int c = 0; c < C::kWChunks; ++c) {
-    load_weight_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kMx, C::kThreads>(
-        p, smem, WgWeightOffset<C>{}, raw, scale_words, u.h, u.n0, c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
-    cp_async_commit();
-  }
-  grid_dependency_wait();
-  // The next kernel may start now: its CTAs request their weights while this one runs,
-  // and wait for it to finish before reading what it writes.
-  grid_dependents_launch();
+  pdl_start([&] { request_stationary_weights<C>(p, smem, WgWeightOffset<C>{}, u); });
   const float inv_scale = output_inv_scale<C::kOut>(p);
 
   // Team t takes the unit's tiles t, t + kGroups, ...; its local tile j sits in stage
@@ -126,18 +113,9 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     cp_async_commit();
   };
   load_local(0);
-  if constexpr (C::kMx) {
-    // Each weight chunk as it lands (the later chunks and the first q tiles may still fly);
-    // the raw bytes sit behind the first stages, so the other stages are requested after.
-#pragma unroll
-    for (int c = 0; c < C::kWChunks; ++c) {
-      cp_async_wait_pending(C::kWChunks - c);
-      __syncthreads();
-      dequantise_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kThreads>(
-          smem, WgWeightOffset<C>{}, raw, scale_words, u.n0, c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
-    }
-    __syncthreads();  // the raw bytes are consumed
-  }
+  // MXFP8: the raw bytes sit behind the first stages, so the other stages are requested
+  // after the dequantisation.
+  if constexpr (C::kMx) dequantise_stationary_weights<C>(smem, WgWeightOffset<C>{}, u.n0, /*later_groups=*/1);
 #pragma unroll
   for (int j = 1; j < C::kQStages; ++j) load_local(j);
   cp_async_wait_pending(C::kQStages);  // this thread's weight copies have landed
@@ -156,23 +134,13 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
   // one tile ahead (the first now), so their latency hides behind a whole tile.
   constexpr int kBlocksN = C::N / C::BN;
   constexpr int kRopeRows = C::BM / kBlocksN;
-  constexpr int kRopeTotal = kRopeRows * (C::R / 8);
-  constexpr int kRopeVecs = (kRopeTotal + C::kTeamThreads - 1) / C::kTeamThreads;
   static_assert(C::BM % kBlocksN == 0, "the N blocks share a tile's RoPE rows evenly");
   const int rope_row0 = u.n0 / C::BN * kRopeRows;
-  uint4 rope[kRopeVecs];
-  const auto rope_row = [&](int v, int m0) {  // -1 where vector v of this thread is not wanted
-    const int idx = ttid + v * C::kTeamThreads, r = m0 + rope_row0 + idx / (C::R / 8);
-    return (kRopeTotal % C::kTeamThreads == 0 || idx < kRopeTotal) && r < p.m ? r : -1;
-  };
+  RopeRegs<kRopeRows, C::R, C::kTeamThreads> rope;
   const auto load_rope = [&](int j) {
     if (j >= my_tiles) return;
     const int m0 = (u.first_tile + team + j * C::kGroups) * C::BM;
-#pragma unroll
-    for (int v = 0; v < kRopeVecs; ++v) {
-      const int r = rope_row(v, m0), c = (ttid + v * C::kTeamThreads) % (C::R / 8);
-      if (r >= 0) rope[v] = *reinterpret_cast<const uint4*>(p.q_pe + r * p.q_pe_stride_m + u.h * p.q_pe_stride_h + c * 8);
-    }
+    rope.load(p, true, m0 + rope_row0, u.h, ttid);
   };
   load_rope(0);
 
@@ -195,11 +163,7 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     wgmma_commit();
 
     // While the MMAs run: this tile's RoPE rows out, the next tile's requested.
-#pragma unroll
-    for (int v = 0; v < kRopeVecs; ++v) {
-      const int r = rope_row(v, m0), c = (ttid + v * C::kTeamThreads) % (C::R / 8);
-      if (r >= 0) store_rope_vec<C::N, C::kOut>(p, r, u.h, c, rope[v], inv_scale);
-    }
+    rope.template store<C::N, C::kOut>(p, true, m0 + rope_row0, u.h, ttid, inv_scale);
     load_rope(j + 1);
 
     wgmma_wait<0>();
@@ -219,32 +183,21 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
       for (int jj = 0; jj < kBlocks; ++jj) {
         const int jn = pass * kBlocks + jj;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = g + half * 8, c = jj * 8 + c2;
-          const u32 v = pack_bf16x2(acc[jn * 4 + 2 * half], acc[jn * 4 + 2 * half + 1]);
-          if (C::kOut == OutKind::kBf16) {
-            *reinterpret_cast<u32*>(my_c + r * C::kLdC + c * 2) = v;
-          } else {
-            *reinterpret_cast<u16*>(my_c + r * C::kLdC + c) = bf16x2_to_e4m3x2(v, inv_scale);
-          }
-        }
+        for (int half = 0; half < 2; ++half)
+          stage_pair<C::kLdC, C::kOut>(my_c, g + half * 8, jj * 8 + c2, acc[jn * 4 + 2 * half],
+                                       acc[jn * 4 + 2 * half + 1], inv_scale);
       }
       __syncwarp();
-      // 16 rows x kBlocks vectors of 8 columns (16 bytes bf16; e4m3 8, as its strides only
-      // promise 8-byte aligned rows).
+      // 16 rows x kBlocks vectors of 8 columns.
 #pragma unroll
       for (int t = 0; t < 16 * kBlocks / 32; ++t) {
         const int idx = lane + t * 32, r = idx / kBlocks, v = idx % kBlocks;
         const int m = row0 + r;
-        if (m < p.m) {
-          u8* out = static_cast<u8*>(p.out) +
-                    (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + pass * C::kStageCols + v * 8) * C::kOutBytes;
-          if (C::kOut == OutKind::kBf16) {
-            *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(my_c + r * C::kLdC + v * 16);
-          } else {
-            *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(my_c + r * C::kLdC + v * 8);
-          }
-        }
+        if (m < p.m)
+          store_staged_vec<C::kOut>(
+              static_cast<u8*>(p.out) +
+                  (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + pass * C::kStageCols + v * 8) * C::kOutBytes,
+              my_c + r * C::kLdC + v * (8 * C::kOutBytes));
       }
       __syncwarp();
     }

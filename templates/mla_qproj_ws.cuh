@@ -1,28 +1,27 @@
 // The weight-stationary schedule of the fused MLA query projection, for larger M.
 // A CTA owns BN weight columns of one head for the whole launch: it copies them into
 // shared memory once (MXFP8: dequantises them once, K chunk by K chunk as the copies
-// land) and then streams its range of BM-row q tiles through QSTAGES shared-memory
+// land) and then streams its range of BM-row q tiles through kQStages shared-memory
 // stages: while tile i is multiplied and stored, the next tiles' copies are in flight,
 // and a tile's outputs are staged in its own stage once its MMAs are done.  Each weight
 // byte crosses L2 -> SM once per CTA instead of once per M tile, and the MXFP8
 // dequantisation is paid once per CTA instead of once per tile.
-// Units are numbered with the N block fastest, then the M chunk, then the head, so the
-// CTAs reading the same q rows run side by side and share them in L2.
 #pragma once
 
-#include "mla_qproj.cuh"
+#include "mla_qproj_common.cuh"
 
 namespace spark {
 
-template <int K_, int N_, int R_, int BM_, int BN_, int WM_, int WN_, int QSTAGES_, int OUT_, int WEIGHTS_>
-struct MlaQprojWsConfig {
-  static constexpr int K = K_, N = N_, R = R_;
-  static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, kQStages = QSTAGES_;
-  static constexpr OutKind kOut = OutKind(OUT_);
-  static constexpr bool kMx = WeightKind(WEIGHTS_) == WeightKind::kMxfp8;
+// The layout from the named choices S (the rendered source's struct): K, N, R (nope,
+// latent and RoPE dims), BM, BN, WM, WN (CTA tile and warp tile), kQStages (q stages,
+// 2..4), kOut, kWeights (output dtype, weight format).
+template <class S>
+struct MlaQprojWsConfig : S, StationaryWeights<S::K, S::BN, S::kWeights> {
+  using S::K, S::N, S::R, S::BM, S::BN, S::WM, S::WN, S::kQStages, S::kOut;
+  using W = StationaryWeights<S::K, S::BN, S::kWeights>;
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = kWarpsM * kWarpsN * 32;
-  static constexpr int kOutBytes = kOut == OutKind::kBf16 ? 2 : 1;
+  static constexpr int kOutBytes = out_bytes(kOut);
   // Rows padded by 16 bytes so the eight row addresses of one ldmatrix hit distinct banks.
   static constexpr int kLdA = K + 8, kLdP = R + 8, kLdB = BN + 8;
   static constexpr int kLdC = BN * kOutBytes + 16;
@@ -32,72 +31,33 @@ struct MlaQprojWsConfig {
   static constexpr int kSmemQ = BM * kLdA * 2;
   static constexpr int kStageIn = kSmemQ + BM * kLdP * 2, kStageOut = BM * kLdC;
   static constexpr int kSmemStage = ((kStageIn > kStageOut ? kStageIn : kStageOut) + 127) / 128 * 128;
-  // MXFP8: the raw e4m3 columns and kScaleWords words of scale bytes per K row, in the
-  // stages after the first until they are dequantised.
-  static constexpr int kScaleWords = BN / 128;
-  static constexpr int kLdRaw = BN + 16;
-  static constexpr int kSmemRaw = kMx ? K * kLdRaw + K * kScaleWords * 4 : 0;
+  // MXFP8: the raw weights sit in the stages after the first until they are dequantised.
   static constexpr int kOffRaw = kSmemW + kSmemStage;
-  // The weights arrive in kWChunks commit groups, so MXFP8 dequantises chunk by chunk.
-  static constexpr int kWChunks = 4;
-  static constexpr int kWChunkRows = K / kWChunks;
   static constexpr int kTail = (kQStages - 1) * kSmemStage;
-  static constexpr int kSmemBytes = kOffRaw + (kTail > kSmemRaw ? kTail : kSmemRaw);
+  static constexpr int kSmemBytes = kOffRaw + (kTail > W::kSmemRaw ? kTail : W::kSmemRaw);
 
-  static_assert(K % 16 == 0 && K % kWChunks == 0, "K steps and weight chunks");
+  static_assert(K % 16 == 0, "K steps");
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "warp tiling");
-  static_assert(N % BN == 0 && BN % 128 == 0 && R % 8 == 0, "N blocks of whole scale words; RoPE vectors");
+  static_assert(N % BN == 0 && R % 8 == 0, "N blocks; RoPE vectors");
   static_assert(kQStages >= 2 && kQStages <= 4, "two to four q stages");
 };
-
-// The CTA's share of the launch: one head, one N block, a contiguous range of M tiles.
-struct WsUnit {
-  int h, n0, first_tile, tiles;
-};
-
-template <class C>
-__device__ __forceinline__ WsUnit ws_unit(const MlaQprojParams& p) {
-  constexpr int kBlocksN = C::N / C::BN;
-  const int tiles_m = (p.m + C::BM - 1) / C::BM;
-  const int chunks = p.m_chunks;
-  const int per_chunk = (tiles_m + chunks - 1) / chunks;
-  const int unit = blockIdx.x;
-  const int rest = unit / kBlocksN;
-  WsUnit u;
-  u.n0 = unit % kBlocksN * C::BN;
-  u.h = rest / chunks;
-  u.first_tile = rest % chunks * per_chunk;
-  const int left = tiles_m - u.first_tile;
-  u.tiles = u.h < p.heads ? (left < per_chunk ? left : per_chunk) : 0;
-  return u;
-}
-
-// Weight rows [k_begin, k_end) of the unit's columns (MXFP8: raw bytes and scale words).
-template <class C>
-__device__ __forceinline__ void ws_load_weights(const MlaQprojParams& p, u8* smem, const WsUnit& u, int k_begin,
-                                                int k_end) {
-  u8* raw = smem + C::kOffRaw;
-  load_weight_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kMx, C::kThreads>(
-      p, smem, RowMajorBf16<C::kLdB>{}, raw, reinterpret_cast<u32*>(raw + C::K * C::kLdRaw), u.h, u.n0, k_begin,
-      k_end);
-}
 
 // The q_nope rows of M tile `tile` (and its q_pe rows for the first N block); rows >= M
 // are zero-filled without being read.
 template <class C>
-__device__ __forceinline__ void ws_load_q(const MlaQprojParams& p, u8* stage, const WsUnit& u, int tile) {
+__device__ __forceinline__ void ws_load_q(const MlaQprojParams& p, u8* stage, const StationaryUnit& u, int tile) {
   const int m0 = tile * C::BM;
   load_q_rows<C::BM, C::K, C::kLdA, C::kThreads>(p, reinterpret_cast<u16*>(stage), u.h, m0);
   if (u.n0 != 0) return;
-  const u16* src = p.q_pe + m0 * p.q_pe_stride_m + u.h * p.q_pe_stride_h;
+  const u16* src = q_pe_of(p) + m0 * p.q_pe_stride_m + u.h * p.q_pe_stride_h;
   copy_rows_async<C::R * 2 / 16, C::kLdP * 2, C::kThreads>(stage + C::kSmemQ, reinterpret_cast<const u8*>(src),
                                                            p.q_pe_stride_m * 2, C::BM, p.m - m0, p.q_pe);
 }
 
 // The RoPE columns of a landed tile (first N block only).
 template <class C>
-__device__ __forceinline__ void ws_copy_rope(const MlaQprojParams& p, const u8* stage, const WsUnit& u, int m0,
-                                             float inv_scale) {
+__device__ __forceinline__ void ws_copy_rope(const MlaQprojParams& p, const u8* stage, const StationaryUnit& u,
+                                             int m0, float inv_scale) {
   if (u.n0 != 0) return;
   const u16* Ps = reinterpret_cast<const u16*>(stage + C::kSmemQ);
   constexpr int kVecs = C::R / 8;
@@ -112,7 +72,7 @@ __device__ __forceinline__ void ws_copy_rope(const MlaQprojParams& p, const u8* 
 template <class C>
 __device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
   extern __shared__ __align__(128) u8 smem[];
-  const WsUnit u = ws_unit<C>(p);
+  const StationaryUnit u = stationary_unit<C>(p);
   if (u.tiles <= 0) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / C::kWarpsN, wn = warp % C::kWarpsN;
@@ -121,33 +81,12 @@ __device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
   u8* stages = smem + C::kSmemW;
   const auto stage_at = [&](int tile_index) { return stages + (tile_index % C::kQStages) * C::kSmemStage; };
 
-  // The weights do not depend on the previous kernel: request them before waiting on it.
-#pragma unroll
-  for (int c = 0; c < C::kWChunks; ++c) {
-    ws_load_weights<C>(p, smem, u, c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
-    cp_async_commit();
-  }
-  grid_dependency_wait();
-  // The next kernel may start now: its CTAs request their weights while this one runs,
-  // and wait for it to finish before reading what it writes.
-  grid_dependents_launch();
+  pdl_start([&] { request_stationary_weights<C>(p, smem, RowMajorBf16<C::kLdB>{}, u); });
   const float inv_scale = output_inv_scale<C::kOut>(p);
   ws_load_q<C>(p, stage_at(0), u, u.first_tile);
   cp_async_commit();
-  if constexpr (C::kMx) {
-    // Each chunk as it lands; the chunks after it and the first q tile may still fly.
-    const u8* raw = smem + C::kOffRaw;
-#pragma unroll
-    for (int c = 0; c < C::kWChunks; ++c) {
-      cp_async_wait_pending(C::kWChunks - c);
-      __syncthreads();
-      dequantise_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kThreads>(
-          smem, RowMajorBf16<C::kLdB>{}, raw, reinterpret_cast<const u32*>(raw + C::K * C::kLdRaw), u.n0,
-          c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
-    }
-    __syncthreads();  // the raw tile is consumed: its space takes the later stages
-  }
-  // Tiles 1 .. QSTAGES-2 now; iteration i requests tile i + QSTAGES-1 into the stage that
+  if constexpr (C::kMx) dequantise_stationary_weights<C>(smem, RowMajorBf16<C::kLdB>{}, u.n0, /*later_groups=*/1);
+  // Tiles 1 .. kQStages-2 now; iteration i requests tile i + kQStages-1 into the stage that
   // tile i-1 has released.  One commit group per tile (empty past the unit's last), so
   // every iteration waits for the same count.
 #pragma unroll

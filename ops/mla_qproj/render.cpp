@@ -33,34 +33,49 @@ RenderedSource render(const KernelKey& key) {
   r.threads = r.tile.threads();
   r.smem_bytes = r.tile.smem_bytes(key.k, key.out, key.weights);
   const TileConfig& t = r.tile;
-  const int out = key.out == OutDtype::kBf16 ? 0 : 1;
-  const int weights = key.weights == WeightFormat::kBf16 ? 0 : 1;
+  // The family's named choices, then the layout its config template derives from them.
+  const char* out = key.out == OutDtype::kBf16 ? "spark::OutKind::kBf16" : "spark::OutKind::kE4m3";
+  const char* weights = key.weights == WeightFormat::kBf16 ? "spark::WeightKind::kBf16" : "spark::WeightKind::kMxfp8";
+  const std::string kinds = fmt::format(
+      "  static constexpr spark::OutKind kOut = {};\n"
+      "  static constexpr spark::WeightKind kWeights = {};\n",
+      out, weights);
   std::string config;
   if (t.wgmma) {
     config = fmt::format(
         "#include \"mla_qproj_wg.cuh\"\n"
         "\n"
-        "using Config = spark::MlaQprojWgConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BN=*/{}, /*GROUPS=*/{},\n"
-        "                                       /*QSTAGES=*/{}, /*OUT=*/{}, /*WEIGHTS=*/{}, /*NSPLIT=*/{}>;\n",
-        key.k, key.n, key.r, t.bn, t.groups, t.stages, out, weights, t.nsplit);
+        "struct Choices {{\n"
+        "  static constexpr int K = {}, N = {}, R = {};\n"
+        "  static constexpr int BN = {}, kGroups = {}, kQStages = {}, kNSplit = {};\n"
+        "{}"
+        "}};\n"
+        "using Config = spark::MlaQprojWgConfig<Choices>;\n",
+        key.k, key.n, key.r, t.bn, t.groups, t.stages, t.nsplit, kinds);
   } else if (t.stationary) {
     config = fmt::format(
         "#include \"mla_qproj_ws.cuh\"\n"
         "\n"
-        "using Config = spark::MlaQprojWsConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BM=*/{}, /*BN=*/{},\n"
-        "                                       /*WM=*/{}, /*WN=*/{}, /*QSTAGES=*/{}, /*OUT=*/{},\n"
-        "                                       /*WEIGHTS=*/{}>;\n",
-        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.stages, out, weights);
+        "struct Choices {{\n"
+        "  static constexpr int K = {}, N = {}, R = {};\n"
+        "  static constexpr int BM = {}, BN = {}, WM = {}, WN = {}, kQStages = {};\n"
+        "{}"
+        "}};\n"
+        "using Config = spark::MlaQprojWsConfig<Choices>;\n",
+        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.stages, kinds);
   } else {
     config = fmt::format(
         "#include \"mla_qproj.cuh\"\n"
         "\n"
-        "using Config = spark::MlaQprojConfig</*K=*/{}, /*N=*/{}, /*R=*/{}, /*BM=*/{}, /*BN=*/{},\n"
-        "                                     /*WM=*/{}, /*WN=*/{}, /*KSPLIT=*/{}, /*OUT=*/{},\n"
-        "                                     /*WEIGHTS=*/{}, /*STAGES=*/{}, /*KCHUNK=*/{}, /*RING=*/{},\n"
-        "                                     /*FLAT_COPIES=*/{}>;\n",
-        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, out, weights, t.stages, t.kchunk, t.ring,
-        t.flat_copies ? 1 : 0);
+        "struct Choices {{\n"
+        "  static constexpr int K = {}, N = {}, R = {};\n"
+        "  static constexpr int BM = {}, BN = {}, WM = {}, WN = {}, KSPLIT = {};\n"
+        "  static constexpr int KCHUNK = {}, RING = {};\n"
+        "  static constexpr bool kFlatCopies = {};\n"
+        "{}"
+        "}};\n"
+        "using Config = spark::MlaQprojTileConfig<Choices>;\n",
+        key.k, key.n, key.r, t.bm, t.bn, t.wm, t.wn, t.ksplit, t.kchunk, t.ring, t.flat_copies, kinds);
   }
   const std::string min_blocks = t.min_blocks > 0 ? fmt::format(", {}", t.min_blocks) : "";
   r.source = fmt::format(

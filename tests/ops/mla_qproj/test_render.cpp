@@ -38,7 +38,7 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(wg.source.find("#include \"mla_qproj_wg.cuh\"") != std::string::npos);
   CHECK(wg.source.find("mla_qproj_wg<Config>") != std::string::npos);
   CHECK(wg.threads == 256);
-  CHECK(wg.source.find("/*NSPLIT=*/1") != std::string::npos);
+  CHECK(wg.source.find("kNSplit = 1;") != std::string::npos);
   CHECK(wg.smem_bytes == wg.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kBf16));
   // MXFP8 with e4m3 output there: each 64 x 256 tile split over a team of two warp groups.
   KernelKey split = key(32, 192, {513, 8192}, OutDtype::kE4m3);
@@ -46,13 +46,13 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   const RenderedSource sp = render(split);
   CHECK(sp.tile.nsplit == 2);
   CHECK(sp.threads == 512);
-  CHECK(sp.source.find("/*NSPLIT=*/2") != std::string::npos);
+  CHECK(sp.source.find("kNSplit = 2;") != std::string::npos);
   CHECK(sp.smem_bytes == sp.tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kMxfp8));
   // Decode at 64 heads and K = 128 copies its bf16 weights by a flat index loop.
   const RenderedSource flat = render(key(64, 128, {1, 16}, OutDtype::kBf16));
   CHECK(flat.tile.flat_copies);
-  CHECK(flat.source.find("/*FLAT_COPIES=*/1") != std::string::npos);
-  CHECK(render(key(128, 128, {1, 16}, OutDtype::kBf16)).source.find("/*FLAT_COPIES=*/0") != std::string::npos);
+  CHECK(flat.source.find("kFlatCopies = true;") != std::string::npos);
+  CHECK(render(key(128, 128, {1, 16}, OutDtype::kBf16)).source.find("kFlatCopies = false;") != std::string::npos);
   const RenderedSource b100 = render(key(8, 192, {129, 8192}, OutDtype::kE4m3, "sm_100a"));
   CHECK(b100.tile.stationary);
   CHECK_FALSE(b100.tile.wgmma);
@@ -60,7 +60,7 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   mx.weights = WeightFormat::kMxfp8;
   const RenderedSource m = render(mx);
   CHECK(m.source != a.source);
-  CHECK(m.source.find("/*WEIGHTS=*/1") != std::string::npos);
+  CHECK(m.source.find("kWeights = spark::WeightKind::kMxfp8;") != std::string::npos);
   // MXFP8 tiles keep the raw bytes (one per weight) and dequantise in registers.
   CHECK(m.smem_bytes < a.smem_bytes);
   CHECK(m.tile.wn % 32 == 0);
@@ -72,7 +72,7 @@ TEST_CASE("templates are embedded with their bytes and digested") {
   bool found = false;
   for (const auto& e : t) {
     CHECK(!e.bytes.empty());
-    if (e.name == "mla_qproj.cuh") {
+    if (e.name == "mla_qproj_params.h") {
       found = true;
       CHECK(e.bytes.find("struct MlaQprojParams") != std::string_view::npos);
     }
