@@ -70,7 +70,7 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
   ScopedCurrent current(ctx_.cu_context());
   const LoadedKernel& k = kernel_for(*slot, stream);
 
-  MlaQprojLaunchParams p{};
+  MlaQprojParams p{};
   p.q_nope = args->q_nope;
   p.q_nope_stride_h = args->q_nope_stride_h;
   p.q_nope_stride_m = args->q_nope_stride_m;
@@ -99,9 +99,7 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
     p.m_chunks = static_cast<int>(stationary_m_chunks(blocks, tiles_m, k.resident_ctas));
     launch_spec.grid_x = static_cast<unsigned>(blocks * p.m_chunks);
   } else {
-    const long long tiles = blocks * tiles_m;
-    // Two stages: a persistent grid of at most the CTAs that fit on the device at once.
-    launch_spec.grid_x = static_cast<unsigned>(tile.stages == 2 ? std::min<long long>(tiles, k.resident_ctas) : tiles);
+    launch_spec.grid_x = static_cast<unsigned>(blocks * tiles_m);  // a CTA per tile
   }
   launch_spec.params = &p;
   launch_spec.stream = stream;

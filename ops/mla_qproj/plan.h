@@ -10,26 +10,9 @@
 #include "ops/mla_qproj/render.h"
 #include "runtime/context.h"
 #include "spark/spark.h"
+#include "templates/mla_qproj_params.h"  // the kernels' params: one struct for host and device
 
 namespace spark {
-
-// Host mirror of spark::MlaQprojParams in templates/mla_qproj.cuh (same order and types).
-struct MlaQprojLaunchParams {
-  const void* q_nope;
-  long long q_nope_stride_h, q_nope_stride_m;
-  const void* w;
-  long long w_stride_h, w_stride_k;
-  const void* w_scale;
-  long long w_scale_stride_h, w_scale_stride_k;
-  const void* q_pe;
-  long long q_pe_stride_m, q_pe_stride_h;
-  void* out;
-  long long out_stride_m, out_stride_h;
-  const float* q_scale;
-  int m;
-  int heads;
-  int m_chunks;
-};
 
 // The M chunks a weight-stationary launch splits each (head, N block) into: blocks of them,
 // tiles_m M tiles, resident CTAs on the device at once.

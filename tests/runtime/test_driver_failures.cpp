@@ -534,7 +534,7 @@ TEST_CASE("context destroy tolerates the driver failing") {
 TEST_CASE("success: a prewarmed plan launches the regime's kernel, with PDL when asked") {
   prewarm();
   Books books;
-  fake_cuda_record_param_bytes(sizeof(spark::MlaQprojLaunchParams));
+  fake_cuda_record_param_bytes(sizeof(spark::MlaQprojParams));
   Context ctx;
   REQUIRE_OK(create_context(ctx));
   for (const spark_mla_qproj_desc& desc : {kBf16, kE4m3}) {
@@ -560,23 +560,20 @@ TEST_CASE("success: a prewarmed plan launches the regime's kernel, with PDL when
         CHECK(l.block[0] % 32 == 0);
         CHECK(l.shared_mem_bytes == static_cast<unsigned>(tile.smem_bytes(key.k, key.out, key.weights)));
         CHECK(l.shared_mem_bytes <= 232448u);
-        // One CTA per (head, N block, M tile), or a persistent grid of at most what the
-        // device holds at once (1 CTA per SM here) for a two-stage tile.
+        // One CTA per (head, N block, M tile); a weight-stationary tile splits M only as far
+        // as the device (1 CTA per SM here) needs.
         const long long blocks = 1ll * (kN / tile.bn) * kHeads, tiles_m = (m + tile.bm - 1) / tile.bm;
         const long long resident = FAKE_CUDA_SM_COUNT;
         long long grid = blocks * tiles_m;
-        if (tile.stationary)
-          grid = blocks * spark::stationary_m_chunks(blocks, tiles_m, resident);
-        else if (tile.stages == 2)
-          grid = std::min(grid, resident);
+        if (tile.stationary) grid = blocks * spark::stationary_m_chunks(blocks, tiles_m, resident);
         CHECK(static_cast<long long>(l.grid[0]) == grid);
         CHECK(l.grid[1] == 1);
         CHECK(l.grid[2] == 1);
         CHECK(l.pdl == pdl);
         CHECK(l.num_attrs == static_cast<unsigned>(pdl));
         // The kernel's parameters are the call's.
-        REQUIRE(l.param_bytes == sizeof(spark::MlaQprojLaunchParams));
-        spark::MlaQprojLaunchParams p;
+        REQUIRE(l.param_bytes == sizeof(spark::MlaQprojParams));
+        spark::MlaQprojParams p;
         std::memcpy(&p, l.params, sizeof p);
         const spark_mla_qproj_args a = make_args(desc, m);
         CHECK(p.m == m);
