@@ -29,7 +29,7 @@ int stationary_raw_bytes(int k, int bn, WeightFormat weights) {
 }  // namespace
 
 int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
-  // templates/mla_qproj.cuh, MlaQprojConfig::kStageBytes: A, then bf16 weights (swizzled
+  // templates/mla_qproj.cuh, MlaQprojTileConfig::kSmemBytes: A, then bf16 weights (swizzled
   // without padding from BN = 64) or MXFP8 raw values, one word of scale bytes per K row
   // and the decoded multipliers (one per row and 32 columns).  The epilogue reuses it.
   const int b_rows = kchunk > 0 ? kchunk * ring : k;
