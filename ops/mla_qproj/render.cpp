@@ -4,7 +4,7 @@
 
 namespace spark {
 
-void check_key_supported(const KernelKey& key) {
+TileConfig check_key_supported(const KernelKey& key) {
   SPARK_CHECK(key.op == "mla_qproj", SPARK_ERROR_UNSUPPORTED, "op '{}' is not supported", key.op);
   const std::string shape = shape_problem(key.heads, key.k, key.n, key.r);
   SPARK_CHECK(shape.empty(), SPARK_ERROR_UNSUPPORTED, "{}", shape);
@@ -19,16 +19,16 @@ void check_key_supported(const KernelKey& key) {
   SPARK_CHECK(tile.smem_bytes(key.k, key.out, key.weights) <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': tile needs {} bytes of shared memory, {} allows {}", key.name(),
               tile.smem_bytes(key.k, key.out, key.weights), key.arch, arch.max_smem_per_block);
+  return tile;
 }
 
 RenderedSource render(const KernelKey& key) {
-  check_key_supported(key);
   RenderedSource r;
+  r.tile = check_key_supported(key);
   r.key = key.name();
   r.arch = key.arch;
   r.generator_version = kGeneratorVersion;
   r.op_key = key;
-  r.tile = tile_config(key);
   r.summary = r.tile.describe();
   r.threads = r.tile.threads();
   r.smem_bytes = r.tile.smem_bytes(key.k, key.out, key.weights);

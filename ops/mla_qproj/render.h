@@ -23,7 +23,7 @@ struct RenderedSource : KernelSpec {
 };
 
 // Throws UNSUPPORTED for keys outside what spark implements (H, K, N, R, format, arch).
-void check_key_supported(const KernelKey& key);
+TileConfig check_key_supported(const KernelKey& key);  // ... and the key's tile
 RenderedSource render(const KernelKey& key);
 
 }  // namespace spark

@@ -12,18 +12,7 @@
 using namespace spark;
 
 namespace {
-KernelKey sample() {
-  KernelKey k;
-  k.heads = 11;
-  k.k = 192;
-  k.n = 512;
-  k.r = 64;
-  k.regime = {17, 128};
-  k.weights = WeightFormat::kBf16;
-  k.out = OutDtype::kE4m3;
-  k.arch = "sm_90a";
-  return k;
-}
+KernelKey sample() { return KernelKey::of(11, 192, {17, 128}, WeightFormat::kBf16, OutDtype::kE4m3, "sm_90a"); }
 }  // namespace
 
 TEST_CASE("a kernel key prints a readable name that parses back") {
