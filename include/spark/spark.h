@@ -94,7 +94,12 @@ typedef enum spark_weight_format {
   SPARK_WEIGHTS_BF16 = 0,
   /* w: e4m3fn [H, K, N] values; w_scale: e8m0 [H, K, N/32] exponent bytes.
    * Dequantised as RN_bf16(bf16(value) * bf16(2^(byte - 127))). */
-  SPARK_WEIGHTS_MXFP8 = 1
+  SPARK_WEIGHTS_MXFP8 = 1,
+  /* w: e4m3fn [H, K, N] values, a slice of the packed kv_b_proj [rows, N] that DeepSeek-V3/R1,
+   * Kimi-K2 and GLM FP8 checkpoints ship; w_scale: their fp32 weight_scale_inv, one scale per
+   * 128 x 128 block of the packed weight (a block may straddle two heads).  Dequantised as
+   * RN_bf16(float(value) * scale): the fp32 product, rounded once to bf16. */
+  SPARK_WEIGHTS_FP8_BLOCK128 = 2
 } spark_weight_format;
 
 /* Output element types (values pinned). */
@@ -231,7 +236,12 @@ typedef struct spark_mla_qproj_desc {
  *
  *   q_nope  bf16  [H, M, K]    element (h, m, k) at q_nope[h*q_nope_stride_h + m*q_nope_stride_m + k]
  *   w       bf16 or e4m3fn [H, K, N]   (h, k, n) at w[h*w_stride_h + k*w_stride_k + n]
- *   w_scale e8m0  [H, K, N/32] (h, k, j) at w_scale[h*w_scale_stride_h + k*w_scale_stride_k + j]
+ *   w_scale MXFP8: e8m0 [H, K, N/32], scale (h, k, j) at w_scale[h*w_scale_stride_h + k*w_scale_stride_k + j]
+ *           FP8_BLOCK128: fp32 [B, N/128], the packed weight's block scales: weight (h, k, n) is
+ *           packed row p = h*w_scale_stride_h + k (w_scale_stride_h: the rows per head of the
+ *           pack, K + V), and its scale is w_scale[(p / 128)*w_scale_stride_k + n/128]
+ *           (w_scale_stride_k: the stride of the scale rows, in floats).  w's first row is
+ *           packed row 0: the first row of the scales' first block row.
  *   q_pe    bf16  [M, H, R]    (m, h, r) at q_pe[m*q_pe_stride_m + h*q_pe_stride_h + r]
  *   out     bf16 or e4m3fn [M, H, N+R] (m, h, c) at out[m*out_stride_m + h*out_stride_h + c]
  *   q_scale fp32 scalar, a DEVICE pointer, read at run time (so a captured graph
@@ -240,7 +250,7 @@ typedef struct spark_mla_qproj_desc {
  *
  * Rules (checked by spark_mla_qproj_can_implement and every run):
  *   - 1 <= m <= SPARK_MLA_QPROJ_MAX_M (8192), and <= the plan's max_m.
- *   - every pointer non-NULL except w_scale (NULL unless MXFP8) and q_scale (only
+ *   - every pointer non-NULL except w_scale (NULL for bf16 weights) and q_scale (only
  *     read, and so only checked, for e4m3 output).
  *   - every stride > 0.
  *   - 16-byte alignment: the base pointers of q_nope, w, q_pe and out are multiples
@@ -249,7 +259,8 @@ typedef struct spark_mla_qproj_desc {
  *     multiples of 8 elements; w_scale's base and strides are multiples of 4 bytes;
  *     q_scale is 4-byte aligned.
  *   - rows must not overlap inside one tensor: w_stride_k >= N, q_nope_stride_m and
- *     q_nope_stride_h >= K, q_pe strides >= R, out strides >= N+R, w_scale_stride_k >= N/32;
+ *     q_nope_stride_h >= K, q_pe strides >= R, out strides >= N+R; MXFP8 w_scale_stride_k >= N/32;
+ *     FP8_BLOCK128 w_scale_stride_h >= K and w_scale_stride_k >= N/128;
  *     and out's rows (m, h) are disjoint: with M > 1 and H > 1 the larger of its two
  *     strides (out_stride_m where they are equal) is >= (count of the other dimension - 1)
  *     x the smaller stride + N+R, e.g. out_stride_m >= (H-1) * out_stride_h + N+R.

@@ -10,7 +10,14 @@
 
 namespace spark {
 
-std::string_view to_string(WeightFormat f) { return f == WeightFormat::kBf16 ? "bf16" : "mxfp8"; }
+std::string_view to_string(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kBf16: return "bf16";
+    case WeightFormat::kMxfp8: return "mxfp8";
+    case WeightFormat::kFp8Block128: return "fp8-block";
+  }
+  return "?";
+}
 std::string_view to_string(OutDtype d) { return d == OutDtype::kBf16 ? "bf16" : "e4m3"; }
 
 namespace {
@@ -35,7 +42,8 @@ std::string printable(std::string_view text) {
 WeightFormat parse_weight_format(std::string_view s) {
   if (s == "bf16") return WeightFormat::kBf16;
   if (s == "mxfp8") return WeightFormat::kMxfp8;
-  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "weight format '{}' is not one of bf16, mxfp8", printable(s));
+  if (s == "fp8-block") return WeightFormat::kFp8Block128;
+  SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "weight format '{}' is not one of bf16, mxfp8, fp8-block", printable(s));
 }
 
 OutDtype parse_out_dtype(std::string_view s) {

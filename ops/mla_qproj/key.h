@@ -11,7 +11,16 @@
 namespace spark {
 
 // The C API's formats (their values are the C enums'), as the key holds them.
-enum class WeightFormat : int32_t { kBf16 = SPARK_WEIGHTS_BF16, kMxfp8 = SPARK_WEIGHTS_MXFP8 };
+enum class WeightFormat : int32_t {
+  kBf16 = SPARK_WEIGHTS_BF16,
+  kMxfp8 = SPARK_WEIGHTS_MXFP8,
+  kFp8Block128 = SPARK_WEIGHTS_FP8_BLOCK128,
+};
+// Every weight format, in the C enum's order.
+inline constexpr WeightFormat kWeightFormats[] = {WeightFormat::kBf16, WeightFormat::kMxfp8,
+                                                  WeightFormat::kFp8Block128};
+// Whether the weights are 8-bit e4m3 values with scales (MXFP8 or block FP8).
+constexpr bool is_fp8(WeightFormat f) { return f != WeightFormat::kBf16; }
 enum class OutDtype : int32_t { kBf16 = SPARK_DTYPE_BF16, kE4m3 = SPARK_DTYPE_E4M3 };
 
 // The largest M of a call (and so of a regime).
@@ -31,7 +40,7 @@ std::string shape_problem(int heads, int k, int n, int r, const ShapeArgNames& n
 
 std::string_view to_string(WeightFormat f);
 std::string_view to_string(OutDtype d);
-WeightFormat parse_weight_format(std::string_view s);  // "bf16" | "mxfp8"
+WeightFormat parse_weight_format(std::string_view s);  // "bf16" | "mxfp8" | "fp8-block"
 OutDtype parse_out_dtype(std::string_view s);          // "bf16" | "e4m3"
 
 // An inclusive range of M served by one kernel.
