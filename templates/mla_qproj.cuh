@@ -4,7 +4,7 @@
 // A tile is BM x BN outputs of one head.  The whole K extent of its q rows and of its
 // weight columns is requested at once (16-byte cp.async), so a tile waits for one memory
 // round trip, not one per K step; warps then run mma.sync over K, optionally split over
-// KSPLIT warp groups and reduced in shared memory in a fixed order.  MXFP8 weights stay
+// KSPLIT warp groups and reduced in shared memory in a fixed order.  FP8 weights stay
 // raw (one byte each) in shared memory and are dequantised in registers as the warps load
 // their MMA fragments, so a tile needs no bf16 copy of its weights and no extra pass.
 // Tiles are numbered with N fastest, then M, then heads, so neighbours share q rows and
@@ -25,16 +25,16 @@ namespace spark {
 //                      (copy_rows_async_to)
 // KCHUNK / RING: the weights come in K chunks of KCHUNK rows, each chunk its own copy
 // group, and the warps start on chunk c as soon as it has landed, so the MMAs (and
-// MXFP8's conversion) of the first chunks run while the later ones are still in flight.
+// FP8's conversion) of the first chunks run while the later ones are still in flight.
 // bf16 weights may stream through a ring of RING < K / KCHUNK slots, so a tile needs only
 // RING / (K / KCHUNK) of its weight bytes in shared memory and more CTAs fit on an SM;
-// MXFP8 chunks keep their own rows (RING = K / KCHUNK).  KCHUNK = 0: the whole K at once.
+// FP8 chunks keep their own rows (RING = K / KCHUNK).  KCHUNK = 0: the whole K at once.
 template <class S>
 struct MlaQprojTileConfig : S {
   using S::K, S::N, S::R, S::BM, S::BN, S::WM, S::WN, S::KSPLIT, S::kOut, S::kWeights;
   static constexpr int KC = S::KCHUNK == 0 ? K : S::KCHUNK;
   static constexpr int kChunks = K / KC, kRing = S::KCHUNK == 0 ? 1 : S::RING;
-  static constexpr bool kMx = kWeights == WeightKind::kMxfp8;
+  static constexpr bool kFp8 = is_fp8(kWeights);
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kWarpsPerSplit = kWarpsM * kWarpsN;
   static constexpr int kThreads = kWarpsPerSplit * KSPLIT * 32;
@@ -46,19 +46,19 @@ struct MlaQprojTileConfig : S {
   using BLayout = Select<(BN >= 64), SwizzledBf16<BN>, RowMajorBf16<BN + 8>>;
   static constexpr int kSmemA = BM * kLdA * 2;
   static constexpr int kSmemSlot = KC * BLayout::kRowBytes;  // one ring slot of bf16 weights
-  static constexpr int kSmemB = kMx ? 0 : kRing * kSmemSlot;
+  static constexpr int kSmemB = kFp8 ? 0 : kRing * kSmemSlot;
   static constexpr int kOutBytes = out_bytes(kOut);
   static constexpr int kLdC = BN * kOutBytes + 16;  // bytes per staged output row
   static constexpr int kSmemC = BM * kLdC;
   static constexpr int kSmemRed = (KSPLIT - 1) * kWarpsPerSplit * (WM / 16) * (WN / 8) * 4 * 32 * 4;
-  // MXFP8: the raw e4m3 tile (rows padded to keep 16-byte copies aligned), per K row the
+  // FP8: the raw e4m3 tile (rows padded to keep 16-byte copies aligned), per K row the
   // one 4-byte word of scale bytes that covers this tile's BN columns, and those scales
   // decoded to float multipliers, one per K row and 32-column group.
   static constexpr int kLdRaw = BN + 16;
   static constexpr int kScaleGroups = BN / 32;
-  static constexpr int kSmemRaw = kMx ? K * kLdRaw : 0;
-  static constexpr int kSmemScales = kMx ? K * 4 : 0;
-  static constexpr int kSmemScaleF = kMx ? K * kScaleGroups * 4 : 0;
+  static constexpr int kSmemRaw = kFp8 ? K * kLdRaw : 0;
+  static constexpr int kSmemScales = kFp8 ? K * 4 : 0;
+  static constexpr int kSmemScaleF = kFp8 ? K * kScaleGroups * 4 : 0;
   static constexpr int kSmemMain = kSmemA + kSmemB + kSmemRaw + kSmemScales + kSmemScaleF;
   // The tile's copies; its epilogue (reduction + staged output) reuses the same bytes.
   static constexpr int kSmemUsed = kSmemMain > kSmemRed + kSmemC ? kSmemMain : kSmemRed + kSmemC;
@@ -67,11 +67,11 @@ struct MlaQprojTileConfig : S {
   static_assert(K % (16 * KSPLIT) == 0, "K must split into 16-wide steps per warp group");
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "warp tiling");
   static_assert(N % BN == 0 && R % 8 == 0, "N tiles and RoPE vectors");
-  static_assert(!kMx || (BN % 32 == 0 && 128 % BN == 0), "an MXFP8 tile's scales fit one 4-byte word");
-  static_assert(!kMx || WN % 32 == 0, "MXFP8 warps convert whole 32-column scale groups");
+  static_assert(!kFp8 || (BN % 32 == 0 && 128 % BN == 0), "an FP8 tile's scales fit one 4-byte word");
+  static_assert(!kFp8 || WN % 32 == 0, "FP8 warps convert whole 32-column scale groups");
   static_assert(K % KC == 0 && KC % (16 * KSPLIT) == 0 && KC % 8 == 0, "K chunks of whole split K steps");
   static_assert(kRing >= 1 && kRing <= kChunks, "ring slots");
-  static_assert(kChunks == 1 || !kMx || kRing == kChunks, "a ring shorter than the chunks needs bf16 weights");
+  static_assert(kChunks == 1 || !kFp8 || kRing == kChunks, "a ring shorter than the chunks needs bf16 weights");
 };
 
 struct Tile {
@@ -85,17 +85,17 @@ __device__ __forceinline__ Tile tile_at(int t, int tiles_m) {
 }
 
 // Weight chunk c of a tile (rows c * KC ..) into ring slot c % kRing; the whole K when
-// kChunks == 1.  MXFP8: the first chunk brings the scale words of every K row, so they
+// kChunks == 1.  FP8: the first chunk brings the scale words of every K row, so they
 // are decoded once, before the first chunk's MMAs.
 template <class C>
 __device__ __forceinline__ void load_weight_chunk(const MlaQprojParams& p, u8* smem, const Tile& t, int c) {
   u8* raw = smem + C::kSmemA + C::kSmemB;
   u32* scale_words = reinterpret_cast<u32*>(raw + C::kSmemRaw);
   const auto b_offset = [](int k, int chunk) { return typename C::BLayout{}(k % C::KC, chunk); };
-  load_weight_rows<C::BN, C::kLdRaw, 1, C::kMx, C::kThreads, !C::kFlatCopies>(
+  load_weight_rows<C::BN, C::kLdRaw, 1, C::kWeights, C::kThreads, !C::kFlatCopies>(
       p, smem + C::kSmemA + c % C::kRing * C::kSmemSlot, b_offset, raw, scale_words, t.h, t.n0, c * C::KC,
       (c + 1) * C::KC, false);
-  if (C::kMx && c == 0) load_scale_words<1, C::kThreads>(p, scale_words, t.h, t.n0, 0, C::K);
+  if (C::kFp8 && c == 0) load_scale_words<C::kWeights, 1, C::kThreads>(p, scale_words, t.h, t.n0, 0, C::K);
 }
 
 // The weight columns a tile needs first (the first kRing chunks, each its own copy group
@@ -157,7 +157,7 @@ __device__ __forceinline__ float copy_rope(const MlaQprojParams& p, const Tile& 
   return inv_scale;
 }
 
-// MXFP8: the landed scale bytes of every K row as float multipliers, one per
+// FP8: the landed scale words of every K row as float multipliers, one per
 // row and 32-column group of the tile, so the MMA loop reads them ready (by all threads;
 // the caller synchronises before they are read).
 template <class C>
@@ -168,7 +168,7 @@ __device__ __forceinline__ void decode_scales(u8* smem, int n0) {
   const int first = n0 % 128 / 32;  // the tile's first group within its word
   for (int i = threadIdx.x; i < C::K * G; i += C::kThreads) {
     const int k = i / G, grp = i % G;
-    scales[i] = e8m0_to_float(u8(words[k] >> (8 * (first + grp))));
+    scales[i] = scale_of_word<C::kWeights>(words[k], first + grp);
   }
 }
 
@@ -179,7 +179,7 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
                                                   float inv_scale) {
   const u16* As = reinterpret_cast<const u16*>(smem);
   const float* scales = reinterpret_cast<const float*>(smem + C::kSmemA + C::kSmemB + C::kSmemRaw + C::kSmemScales);
-  const u8* Bs = smem + C::kSmemA;  // bf16 weights, or MXFP8 raw bytes and scale words
+  const u8* Bs = smem + C::kSmemA;  // bf16 weights, or FP8 raw bytes and scale words
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
   const int split = warp / C::kWarpsPerSplit;
@@ -192,7 +192,7 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
   // K chunk c (the whole K when there is one chunk, which has landed with the q rows);
   // with K in chunks each waits for its own copy group.  bf16 weights: chunk c from ring
   // slot c % kRing, which is refilled with chunk c + kRing as soon as every warp is done
-  // with it.  MXFP8: the raw rows of every chunk have their own place, and every row's
+  // with it.  FP8: the raw rows of every chunk have their own place, and every row's
   // scales, which came with the first chunk, are decoded before its MMAs.
   constexpr int kChunkSteps = C::KC / 16 / C::KSPLIT;
 #pragma unroll
@@ -202,7 +202,7 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
       __syncthreads();
     }
     const int k_first = c * C::KC + split * kChunkSteps * 16;
-    if constexpr (C::kMx) {
+    if constexpr (C::kFp8) {
       if (c == 0) {
         decode_scales<C>(smem, t.n0);
         __syncthreads();
@@ -250,7 +250,7 @@ __device__ __forceinline__ void compute_and_store(const MlaQprojParams& p, u8* s
 
   if (split == 0) {
     u8* warp_cs = Cs + wm * C::WM * C::kLdC + wn * C::WN * C::kOutBytes;
-    if constexpr (C::kMx) {
+    if constexpr (C::kFp8) {
       stage_acc_mx<kTM, kTN, C::kLdC, C::kOut>(acc, warp_cs, lane, inv_scale);
     } else {
       stage_acc<kTM, kTN, C::kLdC, C::kOut>(acc, warp_cs, lane, inv_scale);

@@ -1,6 +1,6 @@
 // What the three kernel families of the MLA query projection share (mla_qproj.cuh per
 // tile, mla_qproj_ws.cuh weight-stationary, mla_qproj_wg.cuh weight-stationary on wgmma):
-// the parameters, the async copies of q and weight rows, the MXFP8 dequantisation, the
+// the parameters, the async copies of q and weight rows, the FP8 dequantisation, the
 // mma.sync warp tiles, the epilogue that stages outputs in shared memory and stores them
 // as bf16 or e4m3, the RoPE columns, and the programmatic-dependent-launch prologue.
 // A family is a config (its named choices and the layout they imply) plus a driver.
@@ -12,7 +12,12 @@
 namespace spark {
 
 enum class OutKind { kBf16 = 0, kE4m3 = 1 };
-enum class WeightKind { kBf16 = 0, kMxfp8 = 1 };
+// The weight formats (their values are the C API's spark_weight_format).  Both FP8 formats
+// arrive as e4m3 bytes plus one 4-byte scale word per K row and 128 columns: MXFP8's word
+// holds the four E8M0 bytes of its 32-column groups, block FP8's is the fp32 scale of the
+// 128 x 128 block the row lies in.  Everything after the copies is the same for both.
+enum class WeightKind { kBf16 = 0, kMxfp8 = 1, kFp8Block128 = 2 };
+__host__ __device__ constexpr bool is_fp8(WeightKind k) { return k != WeightKind::kBf16; }
 
 __host__ __device__ constexpr int out_bytes(OutKind k) { return k == OutKind::kBf16 ? 2 : 1; }
 
@@ -20,6 +25,14 @@ __host__ __device__ constexpr int out_bytes(OutKind k) { return k == OutKind::kB
 __device__ __forceinline__ const u16* q_nope_of(const MlaQprojParams& p) { return static_cast<const u16*>(p.q_nope); }
 __device__ __forceinline__ const u16* q_pe_of(const MlaQprojParams& p) { return static_cast<const u16*>(p.q_pe); }
 __device__ __forceinline__ const u8* w_scale_of(const MlaQprojParams& p) { return static_cast<const u8*>(p.w_scale); }
+
+// The multiplier of 32-column group `group` (0..3) of a scale word: 2^(byte - 127) for
+// MXFP8, the block's fp32 scale (whatever the group) for block FP8.
+template <WeightKind kWeights>
+__device__ __forceinline__ float scale_of_word(u32 word, int group) {
+  if constexpr (kWeights == WeightKind::kFp8Block128) return bits_float(word);
+  return e8m0_to_float(u8((word >> (8 * group)) & 0xffu));
+}
 
 // Programmatic dependent launch at a kernel's start.  The weights do not depend on the
 // previous kernel, so `request_weights` issues their copies before waiting for it.  Then
@@ -118,31 +131,41 @@ __device__ __forceinline__ void load_q_rows(const MlaQprojParams& p, u16* As, in
 
 // ---- Weights -----------------------------------------------------------------------------
 
-// MXFP8: per K row in [k_begin, k_end) of head h, the kScaleWords 4-byte words of scale
-// bytes that start with the 128 columns holding n0, into scale_words (indexed by row).
-template <int kScaleWords, int kThreads>
+// FP8: per K row in [k_begin, k_end) of head h, the kScaleWords scale words that start with
+// the 128 columns holding n0, into scale_words (indexed by row).  MXFP8: the row's own
+// bytes.  Block FP8: the fp32 scale of the block holding packed row h * w_scale_stride_h + k
+// (w_scale_stride_h is the pack's rows per head, w_scale_stride_k the scale rows' stride in
+// floats), so rows of one block fetch the same word, which the L1 serves.
+template <WeightKind kWeights, int kScaleWords, int kThreads>
 __device__ __forceinline__ void load_scale_words(const MlaQprojParams& p, u32* scale_words, int h, int n0,
                                                  int k_begin, int k_end) {
-  const u8* sh = w_scale_of(p) + h * p.w_scale_stride_h + k_begin * p.w_scale_stride_k + n0 / 128 * 4;
   for (int i = threadIdx.x; i < (k_end - k_begin) * kScaleWords; i += kThreads) {
-    const int k = i / kScaleWords, w = i % kScaleWords;
-    cp_async_4(scale_words + (k_begin + k) * kScaleWords + w, sh + k * p.w_scale_stride_k + w * 4);
+    const int k = k_begin + i / kScaleWords, w = i % kScaleWords;
+    const u8* src;
+    if constexpr (kWeights == WeightKind::kFp8Block128) {
+      const long long row = h * p.w_scale_stride_h + k;
+      src = w_scale_of(p) + ((row / 128) * p.w_scale_stride_k + n0 / 128 + w) * 4;
+    } else {
+      src = w_scale_of(p) + h * p.w_scale_stride_h + k * p.w_scale_stride_k + (n0 / 128 + w) * 4;
+    }
+    cp_async_4(scale_words + k * kScaleWords + w, src);
   }
 }
 
 // Weight rows [k_begin, k_end) of head h, columns n0 .. n0+BN-1: bf16 to
-// Bs + b_offset(k, chunk) (16-byte chunks), or MXFP8 raw bytes into the rows of the same
+// Bs + b_offset(k, chunk) (16-byte chunks), or FP8 raw bytes into the rows of the same
 // index of raw (kLdRaw bytes per row) and, unless with_scales is false, the rows' scale
 // words (load_scale_words).
-template <int BN, int kLdRaw, int kScaleWords, bool kMx, int kThreads, bool kStep = true, class BOffset>
+template <int BN, int kLdRaw, int kScaleWords, WeightKind kWeights, int kThreads, bool kStep = true,
+          class BOffset>
 __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs, BOffset b_offset, u8* raw,
                                                  u32* scale_words, int h, int n0, int k_begin, int k_end,
                                                  bool with_scales = true) {
   const int rows = k_end - k_begin;
-  if constexpr (kMx) {
+  if constexpr (is_fp8(kWeights)) {
     const u8* wh = static_cast<const u8*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
     copy_rows_async<BN / 16, kLdRaw, kThreads>(raw + k_begin * kLdRaw, wh, p.w_stride_k, rows, rows, p.w);
-    if (with_scales) load_scale_words<kScaleWords, kThreads>(p, scale_words, h, n0, k_begin, k_end);
+    if (with_scales) load_scale_words<kWeights, kScaleWords, kThreads>(p, scale_words, h, n0, k_begin, k_end);
   } else {
     const u16* wh = static_cast<const u16*>(p.w) + h * p.w_stride_h + k_begin * p.w_stride_k + n0;
     copy_rows_async_to<BN * 2 / 16, kThreads, kStep>(
@@ -151,13 +174,14 @@ __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs
   }
 }
 
-// MXFP8: rows [k_begin, k_end) of a raw e4m3 tile of columns n0.. (kLdRaw bytes per row,
-// kScaleWords 4-byte words of scale bytes per row, the first covering the 128 columns
-// that hold n0) into the bf16 tile the MMAs read, 8 columns (16 bytes) at a time at
-// Bs + b_offset(k, chunk): RN_bf16(float(e4m3) * 2^(byte-127)).  The product is exact in
-// float (4 significant bits times a power of two), so one rounding to bf16 gives the
-// rule's bits, subnormals included.
-template <int BN, int kLdRaw, int kScaleWords, int kThreads, class BOffset>
+// FP8: rows [k_begin, k_end) of a raw e4m3 tile of columns n0.. (kLdRaw bytes per row,
+// kScaleWords scale words per row, the first covering the 128 columns that hold n0) into
+// the bf16 tile the MMAs read, 8 columns (16 bytes) at a time at Bs + b_offset(k, chunk):
+// RN_bf16(float(e4m3) * scale), the product rounded to float first.  MXFP8's product is
+// exact in float (4 significant bits times a power of two), so its one rounding to bf16
+// gives the MXFP8 rule's bits, subnormals included; block FP8's is the checkpoints' rule
+// as written (fp32 product, then bf16).
+template <int BN, int kLdRaw, int kScaleWords, WeightKind kWeights, int kThreads, class BOffset>
 __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const u8* raw, const u32* scale_words,
                                                 int n0, int k_begin, int k_end) {
   constexpr int kVecs = BN / 8;
@@ -166,7 +190,7 @@ __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const 
     const int n = n0 + v * 8;
     const uint2 q = *reinterpret_cast<const uint2*>(raw + k * kLdRaw + v * 8);
     const u32 word = scale_words[k * kScaleWords + (n / 128 - n0 / 128)];
-    const float s = e8m0_to_float(u8((word >> (8 * ((n / 32) % 4))) & 0xffu));
+    const float s = scale_of_word<kWeights>(word, (n / 32) % 4);
     float lo[4], hi[4];
     e4m3x4_to_float(q.x, lo);
     e4m3x4_to_float(q.y, hi);
@@ -182,15 +206,15 @@ __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const 
 // ---- Weight-stationary schedules (mla_qproj_ws.cuh, mla_qproj_wg.cuh) ---------------------
 
 // How both stationary families hold their weights: they arrive in kWChunks commit groups
-// of K rows, so MXFP8 dequantises chunk by chunk as they land; until then the raw e4m3
+// of K rows, so FP8 weights dequantise chunk by chunk as they land; until then the raw e4m3
 // columns (rows padded to keep 16-byte copies aligned) and kScaleWords words of scale
 // bytes per K row sit at the config's kOffRaw.
 template <int K, int BN, WeightKind kWeights>
 struct StationaryWeights {
-  static constexpr bool kMx = kWeights == WeightKind::kMxfp8;
+  static constexpr bool kFp8 = is_fp8(kWeights);
   static constexpr int kScaleWords = BN / 128;
   static constexpr int kLdRaw = BN + 16;
-  static constexpr int kSmemRaw = kMx ? K * kLdRaw + K * kScaleWords * 4 : 0;
+  static constexpr int kSmemRaw = kFp8 ? K * kLdRaw + K * kScaleWords * 4 : 0;
   static constexpr int kWChunks = 4;
   static constexpr int kWChunkRows = K / kWChunks;
   static_assert(K % kWChunks == 0 && BN % 128 == 0, "weight chunks; N blocks of whole scale words");
@@ -220,7 +244,7 @@ __device__ __forceinline__ StationaryUnit stationary_unit(const MlaQprojParams& 
   return u;
 }
 
-// The unit's weight rows, kWChunks commit groups (MXFP8: raw bytes and scale words), into
+// The unit's weight rows, kWChunks commit groups (FP8: raw bytes and scale words), into
 // smem + b_offset(k, chunk).
 template <class C, class BOffset>
 __device__ __forceinline__ void request_stationary_weights(const MlaQprojParams& p, u8* smem, BOffset b_offset,
@@ -229,13 +253,13 @@ __device__ __forceinline__ void request_stationary_weights(const MlaQprojParams&
   u32* scale_words = reinterpret_cast<u32*>(raw + C::K * C::kLdRaw);
 #pragma unroll
   for (int c = 0; c < C::kWChunks; ++c) {
-    load_weight_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kMx, C::kThreads>(
+    load_weight_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kWeights, C::kThreads>(
         p, smem, b_offset, raw, scale_words, u.h, u.n0, c * C::kWChunkRows, (c + 1) * C::kWChunkRows);
     cp_async_commit();
   }
 }
 
-// MXFP8: each weight chunk dequantised as it lands, while the chunks after it and the
+// FP8: each weight chunk dequantised as it lands, while the chunks after it and the
 // groups committed since (q tiles, `later_groups` of them) may still fly.  Ends with the
 // raw bytes consumed, so their space may take other copies.
 template <class C, class BOffset>
@@ -246,7 +270,7 @@ __device__ __forceinline__ void dequantise_stationary_weights(u8* smem, BOffset 
   for (int c = 0; c < C::kWChunks; ++c) {
     cp_async_wait_pending(C::kWChunks - 1 - c + later_groups);
     __syncthreads();
-    dequantise_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kThreads>(
+    dequantise_rows<C::BN, C::kLdRaw, C::kScaleWords, C::kWeights, C::kThreads>(
         smem, b_offset, raw, reinterpret_cast<const u32*>(raw + C::K * C::kLdRaw), n0, c * C::kWChunkRows,
         (c + 1) * C::kWChunkRows);
   }
@@ -287,15 +311,16 @@ __device__ __forceinline__ void warp_mma(float (&acc)[kTM][kTN][4], const u16* A
   }
 }
 
-// MXFP8: the same with B converted from the raw e4m3 tile in registers (kLdRaw bytes per
+// FP8: the same with B converted from the raw e4m3 tile in registers (kLdRaw bytes per
 // row, raw pointing at the warp's first column; scales the decoded multipliers, kGroups per
 // K row, pointing at the warp's first 32-column group).  Per K step and 32-column group, lane
 // (g, c) = (lane / 4, lane % 4) reads columns 4g..4g+3 of rows k0+2c, k0+2c+1, k0+2c+8 and
 // k0+2c+9 (conflict-free for kLdRaw = BN + 16) and feeds MMA column g of the group's n8
 // blocks j = 0..3 with weight column 4g + j: acc[.][4 * group + j] holds columns
 // 4 * (MMA column) + j of the group, which stage_acc_mx puts back in order.  Each weight is
-// RN_bf16(float(e4m3) * 2^(byte - 127)): the product is exact in float, so the bits are
-// those of the MXFP8 rule, subnormals included.
+// RN_bf16(float(e4m3) * scale), the product rounded to float first: for MXFP8 it is exact,
+// so the bits are those of the MXFP8 rule, subnormals included; for block FP8 this is the
+// checkpoints' rule.
 template <int kTM, int kTN, int kLdA, int kLdRaw, int kGroups, int kSteps>
 __device__ __forceinline__ void warp_mma_mx(float (&acc)[kTM][kTN][4], const u16* As, const u8* raw,
                                             const float* scales, int k_first, int lane) {

@@ -12,7 +12,10 @@ struct MlaQprojParams {
   long long q_nope_stride_h, q_nope_stride_m;
   const void* w;  // bf16 or e4m3 [heads, K, N]
   long long w_stride_h, w_stride_k;
-  const void* w_scale;  // MXFP8: E8M0 bytes [heads, K, N / 32]
+  // MXFP8: E8M0 bytes [heads, K, N / 32].  Block FP8: fp32 scales [blocks, N / 128] of the
+  // packed weight; w_scale_stride_h is then the pack's rows per head, and w_scale_stride_k
+  // the scale rows' stride in floats (spark.h states the rule).
+  const void* w_scale;
   long long w_scale_stride_h, w_scale_stride_k;
   const void* q_pe;  // bf16 [M, heads, R]
   long long q_pe_stride_m, q_pe_stride_h;

@@ -1,6 +1,6 @@
 // The weight-stationary schedule on sm_90a's warp-group MMAs (wgmma).
 // As in mla_qproj_ws.cuh, a CTA owns BN weight columns of one head for the whole launch
-// (MXFP8: dequantised once) and a contiguous range of 64-row M tiles.  The weights sit in
+// (FP8: dequantised once) and a contiguous range of 64-row M tiles.  The weights sit in
 // shared memory in the layout wgmma reads directly (64-column panels, 128-byte swizzle), so
 // no warp loads B fragments; each q tile is copied into a 128-byte swizzled K-major stage
 // that wgmma reads as A.  kGroups teams share the weights and take the unit's tiles in
@@ -45,7 +45,7 @@ struct MlaQprojWgConfig : S, StationaryWeights<S::K, S::BN, S::kWeights> {
   static constexpr int kSmemWarpC = 16 * kLdC;
   static constexpr int kOffStaging = kOffStages + kGroups * kQStages * kSmemQ;
   static constexpr int kSmemMain = kOffStaging + kGroups * kNSplit * 4 * kSmemWarpC;
-  // MXFP8: the raw weights sit behind every group's first stage until they are dequantised.
+  // FP8: the raw weights sit behind every group's first stage until they are dequantised.
   static constexpr int kOffRaw = kOffStages + kGroups * kSmemQ;
   // Plus 1 KB so the layout can start at the next 1024-byte boundary of the window.
   static constexpr int kSmemBytes =
@@ -113,9 +113,9 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     cp_async_commit();
   };
   load_local(0);
-  // MXFP8: the raw bytes sit behind the first stages, so the other stages are requested
+  // FP8: the raw bytes sit behind the first stages, so the other stages are requested
   // after the dequantisation.
-  if constexpr (C::kMx) dequantise_stationary_weights<C>(smem, WgWeightOffset<C>{}, u.n0, /*later_groups=*/1);
+  if constexpr (C::kFp8) dequantise_stationary_weights<C>(smem, WgWeightOffset<C>{}, u.n0, /*later_groups=*/1);
 #pragma unroll
   for (int j = 1; j < C::kQStages; ++j) load_local(j);
   cp_async_wait_pending(C::kQStages);  // this thread's weight copies have landed

@@ -1,10 +1,10 @@
 // The weight-stationary schedule of the fused MLA query projection, for larger M.
 // A CTA owns BN weight columns of one head for the whole launch: it copies them into
-// shared memory once (MXFP8: dequantises them once, K chunk by K chunk as the copies
+// shared memory once (FP8: dequantises them once, K chunk by K chunk as the copies
 // land) and then streams its range of BM-row q tiles through kQStages shared-memory
 // stages: while tile i is multiplied and stored, the next tiles' copies are in flight,
 // and a tile's outputs are staged in its own stage once its MMAs are done.  Each weight
-// byte crosses L2 -> SM once per CTA instead of once per M tile, and the MXFP8
+// byte crosses L2 -> SM once per CTA instead of once per M tile, and the FP8
 // dequantisation is paid once per CTA instead of once per tile.
 #pragma once
 
@@ -31,7 +31,7 @@ struct MlaQprojWsConfig : S, StationaryWeights<S::K, S::BN, S::kWeights> {
   static constexpr int kSmemQ = BM * kLdA * 2;
   static constexpr int kStageIn = kSmemQ + BM * kLdP * 2, kStageOut = BM * kLdC;
   static constexpr int kSmemStage = ((kStageIn > kStageOut ? kStageIn : kStageOut) + 127) / 128 * 128;
-  // MXFP8: the raw weights sit in the stages after the first until they are dequantised.
+  // FP8: the raw weights sit in the stages after the first until they are dequantised.
   static constexpr int kOffRaw = kSmemW + kSmemStage;
   static constexpr int kTail = (kQStages - 1) * kSmemStage;
   static constexpr int kSmemBytes = kOffRaw + (kTail > W::kSmemRaw ? kTail : W::kSmemRaw);
@@ -85,7 +85,7 @@ __device__ __forceinline__ void mla_qproj_ws(const MlaQprojParams& p) {
   const float inv_scale = output_inv_scale<C::kOut>(p);
   ws_load_q<C>(p, stage_at(0), u, u.first_tile);
   cp_async_commit();
-  if constexpr (C::kMx) dequantise_stationary_weights<C>(smem, RowMajorBf16<C::kLdB>{}, u.n0, /*later_groups=*/1);
+  if constexpr (C::kFp8) dequantise_stationary_weights<C>(smem, RowMajorBf16<C::kLdB>{}, u.n0, /*later_groups=*/1);
   // Tiles 1 .. kQStages-2 now; iteration i requests tile i + kQStages-1 into the stage that
   // tile i-1 has released.  One commit group per tile (empty past the unit's last), so
   // every iteration waits for the same count.

@@ -10,9 +10,9 @@ namespace spark {
 
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> kPresets = {
-      {"glm5", 192, 64, {6, 0}},
-      {"deepseek-v3", 128, 128, {0}},
-      {"kimi-k2", 128, 64, {0}},
+      {"glm5", 192, 64, {6, 0}, {WeightFormat::kBf16}},
+      {"deepseek-v3", 128, 128, {0}, {WeightFormat::kBf16, WeightFormat::kFp8Block128}},
+      {"kimi-k2", 128, 64, {0}, {WeightFormat::kBf16, WeightFormat::kFp8Block128}},
   };
   return kPresets;
 }
@@ -35,6 +35,7 @@ PrewarmSpec preset_spec(std::string_view model, int tp) {
     PrewarmSpec s;
     s.heads = {(p.total_heads + tp - 1) / tp};
     s.nope_dims = {p.nope_dim};
+    s.weights = p.weights;
     return s;
   }
   std::string names;

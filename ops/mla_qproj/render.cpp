@@ -12,9 +12,8 @@ TileConfig check_key_supported(const KernelKey& key) {
   const TileConfig tile = tile_config(key);
   SPARK_CHECK(!tile.wgmma || key.arch == "sm_90a", SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': wgmma tiles ({}) need sm_90a", key.name(), tile.describe());
-  SPARK_CHECK(key.weights != WeightFormat::kMxfp8 || tile.stationary || tile.wn % 32 == 0,
-              SPARK_ERROR_UNSUPPORTED,
-              "kernel key '{}': MXFP8 per-tile kernels need a warp tile N that is a multiple of 32 ({})",
+  SPARK_CHECK(!is_fp8(key.weights) || tile.stationary || tile.wn % 32 == 0, SPARK_ERROR_UNSUPPORTED,
+              "kernel key '{}': FP8 per-tile kernels need a warp tile N that is a multiple of 32 ({})",
               key.name(), tile.describe());
   SPARK_CHECK(tile.smem_bytes(key.k, key.out, key.weights) <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': tile needs {} bytes of shared memory, {} allows {}", key.name(),
@@ -35,7 +34,9 @@ RenderedSource render(const KernelKey& key) {
   const TileConfig& t = r.tile;
   // The family's named choices, then the layout its config template derives from them.
   const char* out = key.out == OutDtype::kBf16 ? "spark::OutKind::kBf16" : "spark::OutKind::kE4m3";
-  const char* weights = key.weights == WeightFormat::kBf16 ? "spark::WeightKind::kBf16" : "spark::WeightKind::kMxfp8";
+  const char* weights = key.weights == WeightFormat::kBf16    ? "spark::WeightKind::kBf16"
+                        : key.weights == WeightFormat::kMxfp8 ? "spark::WeightKind::kMxfp8"
+                                                              : "spark::WeightKind::kFp8Block128";
   const std::string kinds = fmt::format(
       "  static constexpr spark::OutKind kOut = {};\n"
       "  static constexpr spark::WeightKind kWeights = {};\n",

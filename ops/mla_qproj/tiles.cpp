@@ -20,20 +20,20 @@ int round128(int bytes) { return (bytes + 127) / 128 * 128; }
 int q_tile_bytes(int rows, int k) { return rows * (k + 8) * 2; }
 // An output tile of rows x cols staged for 16-byte row stores (padded by 16 bytes a row).
 int staging_bytes(int rows, int cols, OutDtype out) { return rows * (cols * out_bytes(out) + 16); }
-// MXFP8 weights as they land, before the stationary kernels dequantise them: e4m3 values
+// FP8 weights as they land, before the stationary kernels dequantise them: e4m3 values
 // (rows padded by 16 bytes) and one word of scale bytes per K row and 128 columns.
 int stationary_raw_bytes(int k, int bn, WeightFormat weights) {
-  return weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * (bn / 128) * 4 : 0;
+  return is_fp8(weights) ? k * (bn + 16) + k * (bn / 128) * 4 : 0;
 }
 
 }  // namespace
 
 int TileConfig::stage_bytes(int k, OutDtype out, WeightFormat weights) const {
   // templates/mla_qproj.cuh, MlaQprojTileConfig::kSmemBytes: A, then bf16 weights (swizzled
-  // without padding from BN = 64) or MXFP8 raw values, one word of scale bytes per K row
+  // without padding from BN = 64) or FP8 raw values, one word of scale bytes per K row
   // and the decoded multipliers (one per row and 32 columns).  The epilogue reuses it.
   const int b_rows = kchunk > 0 ? kchunk * ring : k;
-  const int b = weights == WeightFormat::kMxfp8 ? k * (bn + 16) + k * 4 + k * (bn / 32) * 4
+  const int b = is_fp8(weights) ? k * (bn + 16) + k * 4 + k * (bn / 32) * 4
                                                 : b_rows * (bn >= 64 ? bn : bn + 8) * 2;
   const int red = (ksplit - 1) * (bm / wm) * (bn / wn) * (wm / 16) * (wn / 8) * 4 * 32 * 4;
   return round128(std::max(q_tile_bytes(bm, k) + b, red + staging_bytes(bm, bn, out)));
@@ -346,7 +346,7 @@ void check_regimes(const TileTable& table) {
 bool TileRow::matches(const KernelKey& key) const {
   return (archs.empty() || std::find(archs.begin(), archs.end(), key.arch) != archs.end()) && m == key.regime &&
          key.heads >= heads_min && key.heads <= heads_max && (k == 0 || k == key.k) &&
-         (!weights || *weights == key.weights) && (!out || *out == key.out);
+         (weights.empty() || std::find(weights.begin(), weights.end(), key.weights) != weights.end()) && (!out || *out == key.out);
 }
 
 TileTable parse_tile_table(std::string_view text, std::string_view origin) {
@@ -400,7 +400,8 @@ TileTable parse_tile_table(std::string_view text, std::string_view origin) {
     SPARK_CHECK(w[3] == "*" || w[3] == "128" || w[3] == "192", SPARK_ERROR_INVALID_ARGUMENT,
                 "{}: K '{}' is not 128, 192 or *", where, w[3]);
     row.k = w[3] == "*" ? 0 : w[3] == "128" ? 128 : 192;
-    if (w[4] != "*") row.weights = parse_weight_format(w[4]);
+    if (w[4] != "*")
+      for (const std::string& f : split_commas(w[4])) row.weights.push_back(parse_weight_format(f));
     if (w[5] != "*") row.out = parse_out_dtype(w[5]);
     ItemReader r(w[6], where);
     row.tile = read_tile(r);
@@ -487,10 +488,10 @@ TileConfig tile_config(const KernelKey& key, const TileTable& table) {
     if (!row.matches(key)) continue;
     TileConfig t = row.tile;
     if (t.kchunk > 0) {
-      // Ring slots: a slot per chunk where the row asks for it and always for MXFP8 (each
+      // Ring slots: a slot per chunk where the row asks for it and always for FP8 (each
       // chunk keeps its own raw bytes), else at most the chunks K has.
       const int chunks = key.k / t.kchunk;
-      t.ring = t.ring == kRingPerChunk || key.weights == WeightFormat::kMxfp8 ? chunks : std::min(t.ring, chunks);
+      t.ring = t.ring == kRingPerChunk || is_fp8(key.weights) ? chunks : std::min(t.ring, chunks);
     }
     t.min_blocks = min_blocks_for(t);
     return t;

@@ -58,7 +58,7 @@ struct TileRow {
   MRegime m;                            // the regime (an arch's rows' M ranges are its regimes)
   int heads_min = 1, heads_max = kMaxHeads;
   int k = 0;                            // 0: any K
-  std::optional<WeightFormat> weights;  // empty: any
+  std::vector<WeightFormat> weights;    // empty: any
   std::optional<OutDtype> out;          // empty: any
   TileConfig tile;
   std::string evidence;                 // the measurement that chose it

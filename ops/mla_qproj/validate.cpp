@@ -39,6 +39,15 @@ void check_rows_disjoint(int64_t m, int64_t stride_m, int64_t h, int64_t stride_
                   need, m_outer ? "(heads" : "(m", m_outer ? "out_stride_h" : "out_stride_m", outer_stride);
 }
 
+// Block FP8's scale strides count rows of the pack (w_scale_stride_h) or floats
+// (w_scale_stride_k): any positive value at least min_value.
+void check_block_stride(int64_t stride, const char* name, int64_t min_value, const char* min_rule) {
+  SPARK_CHECK_ARG(stride > 0, name, "must be > 0 (got {})", stride);
+  SPARK_CHECK_ARG(stride <= kMaxStride, name, "{} is implausibly large (limit 2^40)", stride);
+  SPARK_CHECK_ARG(stride >= min_value, name, "must be >= {} ({}) for block-FP8 weights (got {})", min_value,
+                  min_rule, stride);
+}
+
 void check_aligned(const void* p, const char* name, unsigned alignment) {
   SPARK_CHECK_ARG(addr(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
 }
@@ -67,6 +76,13 @@ Span span(const char* name, const void* p, int64_t n1, int64_t s1, int64_t n2, i
   return checked_span(name, p, static_cast<uintptr_t>(last * elem_bytes));
 }
 
+// Block FP8's scale array: the block rows that packed rows 0 .. (H-1) * rows_per_head + K - 1
+// fall in, N / 128 fp32 scales each.
+Span block_scale_span(const void* p, int64_t H, int64_t K, int64_t N, int64_t rows_per_head, int64_t row_stride) {
+  const int64_t block_rows = ((H - 1) * rows_per_head + K - 1) / 128 + 1;
+  return checked_span("w_scale", p, static_cast<uintptr_t>(((block_rows - 1) * row_stride + N / 128) * 4));
+}
+
 bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
 
 }  // namespace
@@ -77,8 +93,11 @@ void validate_desc(const spark_mla_qproj_desc* desc) {
                   "desc->struct_size is {}, expected sizeof(spark_mla_qproj_desc) = {}", desc->struct_size,
                   sizeof(spark_mla_qproj_desc));
   const int32_t weight_format = enum_value(desc->weight_format);
-  SPARK_CHECK_ARG(weight_format == SPARK_WEIGHTS_BF16 || weight_format == SPARK_WEIGHTS_MXFP8, "weight_format",
-                  "{} is not a spark_weight_format (SPARK_WEIGHTS_BF16 = 0, SPARK_WEIGHTS_MXFP8 = 1)",
+  SPARK_CHECK_ARG(weight_format == SPARK_WEIGHTS_BF16 || weight_format == SPARK_WEIGHTS_MXFP8 ||
+                      weight_format == SPARK_WEIGHTS_FP8_BLOCK128,
+                  "weight_format",
+                  "{} is not a spark_weight_format (SPARK_WEIGHTS_BF16 = 0, SPARK_WEIGHTS_MXFP8 = 1, "
+                  "SPARK_WEIGHTS_FP8_BLOCK128 = 2)",
                   weight_format);
   const int32_t out_dtype = enum_value(desc->out_dtype);
   SPARK_CHECK_ARG(out_dtype == SPARK_DTYPE_BF16 || out_dtype == SPARK_DTYPE_E4M3, "out_dtype",
@@ -97,16 +116,19 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
 
   const int64_t H = d.heads, M = a->m, K = d.nope_dim, N = d.latent_dim, R = d.rope_dim;
   const bool e4m3_out = enum_value(d.out_dtype) == SPARK_DTYPE_E4M3;
-  const bool mxfp8 = enum_value(d.weight_format) == SPARK_WEIGHTS_MXFP8;
+  const int32_t format = enum_value(d.weight_format);
+  const bool mxfp8 = format == SPARK_WEIGHTS_MXFP8;
+  const bool block = format == SPARK_WEIGHTS_FP8_BLOCK128;
+  const bool fp8 = mxfp8 || block;
 
   SPARK_CHECK_ARG(a->q_nope, "q_nope", "must not be NULL");
   SPARK_CHECK_ARG(a->w, "w", "must not be NULL");
   SPARK_CHECK_ARG(a->q_pe, "q_pe", "must not be NULL");
   SPARK_CHECK_ARG(a->out, "out", "must not be NULL");
-  if (mxfp8) {
-    SPARK_CHECK_ARG(a->w_scale, "w_scale", "must not be NULL for MXFP8 weights");
+  if (fp8) {
+    SPARK_CHECK_ARG(a->w_scale, "w_scale", "must not be NULL for {} weights", mxfp8 ? "MXFP8" : "block-FP8");
   } else {
-    SPARK_CHECK_ARG(!a->w_scale, "w_scale", "must be NULL for bf16 weights (scales belong to MXFP8)");
+    SPARK_CHECK_ARG(!a->w_scale, "w_scale", "must be NULL for bf16 weights (scales belong to the FP8 formats)");
   }
   if (e4m3_out) {
     SPARK_CHECK_ARG(a->q_scale, "q_scale", "must not be NULL for e4m3 output");
@@ -120,13 +142,17 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
 
   check_stride(a->q_nope_stride_h, "q_nope_stride_h", 8, K, "nope_dim");
   check_stride(a->q_nope_stride_m, "q_nope_stride_m", 8, K, "nope_dim");
-  const int64_t w_multiple = mxfp8 ? 16 : 8;
+  const int64_t w_multiple = fp8 ? 16 : 8;
   check_stride(a->w_stride_h, "w_stride_h", w_multiple, N, "latent_dim");
   check_stride(a->w_stride_k, "w_stride_k", w_multiple, N, "latent_dim");
   if (mxfp8) {
     check_aligned(a->w_scale, "w_scale", 4);
     check_stride(a->w_scale_stride_h, "w_scale_stride_h", 4, N / 32, "latent_dim / 32");
     check_stride(a->w_scale_stride_k, "w_scale_stride_k", 4, N / 32, "latent_dim / 32");
+  } else if (block) {
+    check_aligned(a->w_scale, "w_scale", 4);
+    check_block_stride(a->w_scale_stride_h, "w_scale_stride_h", K, "nope_dim: the packed rows of one head");
+    check_block_stride(a->w_scale_stride_k, "w_scale_stride_k", N / 128, "latent_dim / 128: one scale per block");
   }
   check_stride(a->q_pe_stride_m, "q_pe_stride_m", 8, R, "rope_dim");
   check_stride(a->q_pe_stride_h, "q_pe_stride_h", 8, R, "rope_dim");
@@ -138,9 +164,10 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
   const Span out = span("out", a->out, M, a->out_stride_m, H, a->out_stride_h, N + R, out_bytes);
   const Span inputs[] = {
       span("q_nope", a->q_nope, H, a->q_nope_stride_h, M, a->q_nope_stride_m, K, 2),
-      span("w", a->w, H, a->w_stride_h, K, a->w_stride_k, N, mxfp8 ? 1 : 2),
-      mxfp8 ? span("w_scale", a->w_scale, H, a->w_scale_stride_h, K, a->w_scale_stride_k, N / 32, 1)
-            : Span{"w_scale", 0, 0},
+      span("w", a->w, H, a->w_stride_h, K, a->w_stride_k, N, fp8 ? 1 : 2),
+      mxfp8   ? span("w_scale", a->w_scale, H, a->w_scale_stride_h, K, a->w_scale_stride_k, N / 32, 1)
+      : block ? block_scale_span(a->w_scale, H, K, N, a->w_scale_stride_h, a->w_scale_stride_k)
+              : Span{"w_scale", 0, 0},
       span("q_pe", a->q_pe, M, a->q_pe_stride_m, H, a->q_pe_stride_h, R, 2),
       e4m3_out ? checked_span("q_scale", a->q_scale, 4) : Span{"q_scale", 0, 0},
   };

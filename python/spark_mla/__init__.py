@@ -12,7 +12,7 @@ from ._lib import (SparkError, SparkInvalidArgument, SparkNotLoadedWhileCapturin
                    SparkUnsupported, library_path, version)
 from ._version import __version__
 
-WEIGHT_FORMATS = ("bf16", "mxfp8")
+WEIGHT_FORMATS = ("bf16", "mxfp8", "fp8-block")  # index = spark_weight_format
 OUT_DTYPES = ("bf16", "e4m3")
 
 

@@ -27,6 +27,7 @@ ERROR_INTERNAL = 10
 # spark_weight_format and spark_dtype.
 WEIGHTS_BF16 = 0
 WEIGHTS_MXFP8 = 1
+WEIGHTS_FP8_BLOCK128 = 2
 DTYPE_BF16 = 0
 DTYPE_E4M3 = 1
 

@@ -8,8 +8,13 @@
 Tensors (strides in elements; the innermost dimension must have stride 1):
     q_nope   bf16 [M, H, K]     e.g. q[..., :K] (spark reads it as [H, M, K] through the strides)
     q_pe     bf16 [M, H, R]     e.g. q[..., K:]
-    w        [H, K, N]          W_UK_T: bf16, or float8_e4m3fn values of MXFP8 weights
-    w_scale  [H, K, N/32]       MXFP8 only: E8M0 exponent bytes, uint8 or float8_e8m0fnu; else None
+    w        [H, K, N]          W_UK_T: bf16, or float8_e4m3fn values of FP8 weights
+    w_scale  None for bf16 weights; its dtype says which FP8 format the weights are:
+             [H, K, N/32]       MXFP8: E8M0 exponent bytes, uint8 or float8_e8m0fnu
+             [B, N/128]         block FP8: float32, the checkpoint's weight_scale_inv (one scale
+                                per 128 x 128 block of the packed kv_b_proj).  w must then be a
+                                view of that packed weight: its head stride, in rows, is the rows
+                                per head of the pack (K + V), and w's first row is the pack's.
     out      [M, H, N+R]        bf16 or float8_e4m3fn, may be a view of a larger buffer
     q_scale  fp32, 1 element, on the device: required for float8_e4m3fn output (read by the
              kernel at run time, so a captured CUDA graph follows its value)
@@ -31,9 +36,9 @@ from ._lib import SparkError, SparkInvalidArgument, SparkNotLoadedWhileCapturing
 
 _E8M0 = getattr(torch, "float8_e8m0fnu", None)
 _SCALE_DTYPES = (torch.uint8,) + ((_E8M0,) if _E8M0 is not None else ())
-_WEIGHT_FORMATS = {torch.bfloat16: _lib.WEIGHTS_BF16, torch.float8_e4m3fn: _lib.WEIGHTS_MXFP8}
+_WEIGHT_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
+_WEIGHT_FORMATS = {"bf16": _lib.WEIGHTS_BF16, "mxfp8": _lib.WEIGHTS_MXFP8, "fp8-block": _lib.WEIGHTS_FP8_BLOCK128}
 _OUT_DTYPES = {torch.bfloat16: _lib.DTYPE_BF16, torch.float8_e4m3fn: _lib.DTYPE_E4M3}
-_WEIGHT_FORMAT_NAMES = {"bf16": torch.bfloat16, "mxfp8": torch.float8_e4m3fn}
 _OUT_DTYPE_NAMES = {"bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
 MAX_M = _lib.MAX_M
 
@@ -62,6 +67,24 @@ def _check_tensor(name, t, dtypes, shape):
         _fail(name, f"the innermost dimension must be contiguous (stride 1), got strides {list(t.stride())}")
 
 
+def _weight_format(w, w_scale):
+    """The format name of checked weights: bf16, or by the scales' dtype."""
+    if w.dtype == torch.bfloat16:
+        return "bf16"
+    return "fp8-block" if w_scale is not None and w_scale.dtype == torch.float32 else "mxfp8"
+
+
+def _block_rows_per_head(w):
+    """Block FP8: the packed weight's rows per head, w's head stride over its row stride."""
+    if w.shape[0] <= 1:
+        return w.shape[1]
+    s_h, s_k = _outer_strides(w)
+    if s_h % s_k:
+        _fail("w", f"block-FP8 weights must be a view of the packed kv_b_proj: the head stride {s_h} must be a "
+                   f"whole number of rows of {s_k} elements")
+    return s_h // s_k
+
+
 def _check(q_nope, q_pe, w, w_scale, out, q_scale, out_dtype, real):
     """Every rule that can be checked on the tensors' metadata, naming the argument; returns
     (M, H, K, N, R).  Alignment, overlap and the supported sizes are spark's own checks (its
@@ -74,14 +97,24 @@ def _check(q_nope, q_pe, w, w_scale, out, q_scale, out_dtype, real):
     if isinstance(w, torch.Tensor) and w.dim() == 3 and w.shape[0] != h:
         _fail("w", f"has {w.shape[0]} heads (shape {list(w.shape)}), but q_nope has {h} "
                    f"(shape {list(q_nope.shape)} = [M, H, K])")
-    _check_tensor("w", w, tuple(_WEIGHT_FORMATS), (h, k, None))
+    _check_tensor("w", w, _WEIGHT_DTYPES, (h, k, None))
     n = w.shape[2]
     if w.dtype == torch.float8_e4m3fn:
         if w_scale is None:
-            _fail("w_scale", "is required with float8_e4m3fn (MXFP8) weights: E8M0 bytes [H, K, N/32]")
-        if n % 32:
-            _fail("w", f"MXFP8 weights need N a multiple of 32, got N = {n}")
-        _check_tensor("w_scale", w_scale, _SCALE_DTYPES, (h, k, n // 32))
+            _fail("w_scale", "is required with float8_e4m3fn weights: E8M0 bytes [H, K, N/32] (MXFP8) or the "
+                             "float32 block scales [ceil(rows / 128), N/128] (block FP8)")
+        if w_scale.dtype == torch.float32:
+            if n % 128:
+                _fail("w", f"block-FP8 weights need N a multiple of 128, got N = {n}")
+            _check_tensor("w_scale", w_scale, (torch.float32,), (None, n // 128))
+            rows = (h - 1) * _block_rows_per_head(w) + k if h > 0 else 0
+            if w_scale.shape[0] * 128 < rows:
+                _fail("w_scale", f"has {w_scale.shape[0]} block rows, but the weights' {rows} packed rows need "
+                                 f"{(rows + 127) // 128}")
+        else:
+            if n % 32:
+                _fail("w", f"MXFP8 weights need N a multiple of 32, got N = {n}")
+            _check_tensor("w_scale", w_scale, _SCALE_DTYPES + (torch.float32,), (h, k, n // 32))
     elif w_scale is not None:
         _fail("w_scale", "must be None with bfloat16 weights")
     if out is not None:
@@ -166,6 +199,18 @@ def context(device=None):
         return _contexts[index]
 
 
+def _format_name(value):
+    """A weight format by name, or torch.bfloat16 / torch.float8_e4m3fn for bf16 / MXFP8."""
+    if value == torch.bfloat16:
+        return "bf16"
+    if value == torch.float8_e4m3fn:
+        return "mxfp8"
+    if isinstance(value, str) and value in _WEIGHT_FORMATS:
+        return value
+    raise ValueError(f"argument 'weight_format': must be one of {sorted(_WEIGHT_FORMATS)} (or torch.bfloat16, "
+                     f"torch.float8_e4m3fn), got {value!r}")
+
+
 def _as_dtype(value, names, argument):
     if isinstance(value, torch.dtype):
         return value
@@ -177,8 +222,8 @@ def _as_dtype(value, names, argument):
 class Plan:
     """A spark plan for one shape on one device: `run` launches the kernel.
 
-    heads, nope_dim (K), latent_dim (N), rope_dim (R); weight_format "bf16" | "mxfp8" (or the
-    weights' dtype); out_dtype torch.bfloat16 | torch.float8_e4m3fn (or "bf16" | "e4m3");
+    heads, nope_dim (K), latent_dim (N), rope_dim (R); weight_format "bf16" | "mxfp8" |
+    "fp8-block" (torch.bfloat16 and torch.float8_e4m3fn also name bf16 and MXFP8); out_dtype torch.bfloat16 | torch.float8_e4m3fn (or "bf16" | "e4m3");
     max_m: the largest M it runs; enable_pdl: programmatic dependent launch (sm_90+);
     lazy: load each M-regime at its first run instead of every one now (then a first run
     inside a CUDA graph capture raises SparkNotLoadedWhileCapturing).
@@ -188,19 +233,16 @@ class Plan:
 
     def __init__(self, heads, nope_dim, latent_dim=512, rope_dim=64, weight_format="bf16",
                  out_dtype=torch.bfloat16, max_m=MAX_M, enable_pdl=False, lazy=False, device=None):
-        weight_dtype = _as_dtype(weight_format, _WEIGHT_FORMAT_NAMES, "weight_format")
-        if weight_dtype not in _WEIGHT_FORMATS:
-            _fail("weight_format", f"must be 'bf16' or 'mxfp8', got {weight_dtype}")
+        self.weight_format = _format_name(weight_format)
         self.out_dtype = _as_dtype(out_dtype, _OUT_DTYPE_NAMES, "out_dtype")
         if self.out_dtype not in _OUT_DTYPES:
             _fail("out_dtype", f"must be {_dtype_names(_OUT_DTYPES)}, got {self.out_dtype}")
-        self.weight_format = "mxfp8" if weight_dtype == torch.float8_e4m3fn else "bf16"
         self.heads, self.nope_dim, self.latent_dim, self.rope_dim = heads, nope_dim, latent_dim, rope_dim
         self.max_m, self.enable_pdl, self.lazy = max_m, bool(enable_pdl), bool(lazy)
         self.device = torch.device("cuda", _device_index(device))
         self._handle = None
         self._desc = _lib.qproj_desc(heads=heads, nope_dim=nope_dim, latent_dim=latent_dim, rope_dim=rope_dim,
-                                     weight_format=_WEIGHT_FORMATS[weight_dtype],
+                                     weight_format=_WEIGHT_FORMATS[self.weight_format],
                                      out_dtype=_OUT_DTYPES[self.out_dtype])
         options = _lib.plan_options(max_m=max_m, lazy=lazy, enable_pdl=enable_pdl)
         lib = _lib.library()
@@ -230,8 +272,10 @@ class Plan:
             raise ValueError(f"argument 'q_nope': the tensors are H={h}, K={k}, N={n}, R={r}, but the plan is "
                              f"heads={self.heads}, nope_dim={self.nope_dim}, latent_dim={self.latent_dim}, "
                              f"rope_dim={self.rope_dim}")
-        if (w.dtype == torch.float8_e4m3fn) != (self.weight_format == "mxfp8"):
-            _fail("w", f"is {w.dtype}, but the plan's weight_format is {self.weight_format!r}")
+        if _weight_format(w, w_scale) != self.weight_format:
+            _fail("w", f"is {_weight_format(w, w_scale)} weights ({w.dtype}"
+                       f"{'' if w_scale is None else ', scales ' + str(w_scale.dtype)}), but the plan's "
+                       f"weight_format is {self.weight_format!r}")
         if out.dtype != self.out_dtype:
             _fail("out", f"is {out.dtype}, but the plan's out_dtype is {self.out_dtype}")
         if q_nope.device != self.device:
@@ -250,7 +294,11 @@ class Plan:
                                w=w.data_ptr(), w_stride_h=w_h, w_stride_k=w_k,
                                q_pe=q_pe.data_ptr(), q_pe_stride_m=pe_m, q_pe_stride_h=pe_h,
                                out=out.data_ptr(), out_stride_m=out_m, out_stride_h=out_h)
-        if w_scale is not None:
+        if w_scale is not None and w_scale.dtype == torch.float32:  # block FP8
+            args.w_scale = w_scale.data_ptr()
+            args.w_scale_stride_h = _block_rows_per_head(w)
+            args.w_scale_stride_k = w_scale.stride(0) if w_scale.shape[0] > 1 else w_scale.shape[1]
+        elif w_scale is not None:
             args.w_scale = w_scale.data_ptr()
             args.w_scale_stride_h, args.w_scale_stride_k = _outer_strides(w_scale)
         if q_scale is not None:
@@ -276,10 +324,10 @@ def get_plan(heads, nope_dim, latent_dim=512, rope_dim=64, weight_format="bf16",
              max_m=MAX_M, enable_pdl=False, lazy=False, device=None):
     """The cached Plan for these values (made, and so prewarmed, on first use): the layers of a
     model share one."""
-    weight_dtype = _as_dtype(weight_format, _WEIGHT_FORMAT_NAMES, "weight_format")
+    weight_format = _format_name(weight_format)
     out_dtype = _as_dtype(out_dtype, _OUT_DTYPE_NAMES, "out_dtype")
     index = _device_index(device)
-    key = (index, heads, nope_dim, latent_dim, rope_dim, weight_dtype, out_dtype, max_m, bool(enable_pdl),
+    key = (index, heads, nope_dim, latent_dim, rope_dim, weight_format, out_dtype, max_m, bool(enable_pdl),
            bool(lazy))
     plan = _plans.get(key)
     if plan is not None:
@@ -289,15 +337,15 @@ def get_plan(heads, nope_dim, latent_dim=512, rope_dim=64, weight_format="bf16",
     if plan is None:
         # Made outside the lock: a prewarm may compile for seconds, and other shapes need not wait.
         # Two threads racing on one key both make a plan; the first stored wins.
-        plan = Plan(heads, nope_dim, latent_dim, rope_dim, weight_dtype, out_dtype, max_m, enable_pdl, lazy, index)
+        plan = Plan(heads, nope_dim, latent_dim, rope_dim, weight_format, out_dtype, max_m, enable_pdl, lazy, index)
         with _lock:
             plan = _plans.setdefault(key, plan)
     return plan
 
 
-def _plan_for(q_nope, q_pe, w, out_dtype, max_m, enable_pdl, lazy):
-    return get_plan(q_nope.shape[1], q_nope.shape[2], w.shape[2], q_pe.shape[2], w.dtype, out_dtype,
-                    max_m, enable_pdl, lazy, q_nope.device)
+def _plan_for(q_nope, q_pe, w, w_scale, out_dtype, max_m, enable_pdl, lazy):
+    return get_plan(q_nope.shape[1], q_nope.shape[2], w.shape[2], q_pe.shape[2], _weight_format(w, w_scale),
+                    out_dtype, max_m, enable_pdl, lazy, q_nope.device)
 
 
 # ---------------------------------------------------------------------------------------
@@ -309,7 +357,7 @@ def _mla_qproj_out(q_nope: torch.Tensor, q_pe: torch.Tensor, w: torch.Tensor, w_
                    out: torch.Tensor, q_scale: Optional[torch.Tensor] = None, max_m: int = MAX_M,
                    enable_pdl: bool = False, lazy: bool = False) -> None:
     m = _check(q_nope, q_pe, w, w_scale, out, q_scale, out.dtype, real=True)[0]
-    _plan_for(q_nope, q_pe, w, out.dtype, max_m, enable_pdl, lazy)._launch(m, q_nope, q_pe, w, out, w_scale, q_scale)
+    _plan_for(q_nope, q_pe, w, w_scale, out.dtype, max_m, enable_pdl, lazy)._launch(m, q_nope, q_pe, w, out, w_scale, q_scale)
 
 
 @_mla_qproj_out.register_fake
@@ -323,7 +371,7 @@ def _mla_qproj(q_nope: torch.Tensor, q_pe: torch.Tensor, w: torch.Tensor, w_scal
                enable_pdl: bool = False, lazy: bool = False) -> torch.Tensor:
     m, h, _, n, r = _check(q_nope, q_pe, w, w_scale, None, q_scale, out_dtype, real=True)
     out = torch.empty((m, h, n + r), dtype=out_dtype, device=q_nope.device)
-    _plan_for(q_nope, q_pe, w, out_dtype, max_m, enable_pdl, lazy)._launch(m, q_nope, q_pe, w, out, w_scale, q_scale)
+    _plan_for(q_nope, q_pe, w, w_scale, out_dtype, max_m, enable_pdl, lazy)._launch(m, q_nope, q_pe, w, out, w_scale, q_scale)
     return out
 
 
@@ -360,11 +408,21 @@ def dequantize_mxfp8(w, w_scale):
     return w.to(torch.bfloat16) * scale
 
 
+def dequantize_fp8_block(w, w_scale):
+    """The block-FP8 rule as torch ops: RN_bf16(fp32(float(value) * scale)), [H, K, N] bf16, with
+    w a view of the packed kv_b_proj and w_scale its [ceil(rows / 128), N/128] float32 scales
+    (the checkpoints' weight_scale_inv).  For reference paths and tests."""
+    h, k, _ = w.shape
+    rows = torch.arange(h, device=w.device)[:, None] * _block_rows_per_head(w) + torch.arange(k, device=w.device)
+    scale = w_scale[rows // 128].repeat_interleave(128, dim=-1)  # [H, K, N]
+    return (w.float() * scale).to(torch.bfloat16)
+
+
 def staged_reference(q_nope, q_pe, w, w_scale=None, out_dtype=torch.bfloat16, q_scale=None):
     """What servers run today, for comparison: bmm (cuBLAS) + transpose + cat [+ per-tensor quant],
     quantising the bf16 result as spark's E4M3 rule does."""
     if w.dtype == torch.float8_e4m3fn:
-        w = dequantize_mxfp8(w, w_scale)
+        w = dequantize_fp8_block(w, w_scale) if w_scale.dtype == torch.float32 else dequantize_mxfp8(w, w_scale)
     ql = torch.bmm(q_nope.transpose(0, 1), w).transpose(0, 1)
     res = torch.cat([ql, q_pe], dim=-1)
     if out_dtype == torch.float8_e4m3fn:
@@ -373,4 +431,4 @@ def staged_reference(q_nope, q_pe, w, w_scale=None, out_dtype=torch.bfloat16, q_
 
 
 __all__ = ["Plan", "SparkError", "SparkInvalidArgument", "SparkNotLoadedWhileCapturing", "SparkUnsupported",
-           "context", "dequantize_mxfp8", "get_plan", "mla_qproj", "staged_reference"]
+           "context", "dequantize_fp8_block", "dequantize_mxfp8", "get_plan", "mla_qproj", "staged_reference"]

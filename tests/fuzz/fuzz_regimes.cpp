@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (t.ksplit < 1 || t.stages < 1 || (t.ring < 1 && !per_chunk) || t.kchunk < 0) __builtin_trap();
     for (const int k : {128, 192})
       for (const spark::OutDtype out : {spark::OutDtype::kBf16, spark::OutDtype::kE4m3})
-        for (const spark::WeightFormat w : {spark::WeightFormat::kBf16, spark::WeightFormat::kMxfp8}) {
+        for (const spark::WeightFormat w : spark::kWeightFormats) {
           const int smem = t.smem_bytes(k, out, w);
           if (smem <= 0 || smem >= (1 << 28)) __builtin_trap();
           if (!t.stationary && t.stage_bytes(k, out, w) <= 0) __builtin_trap();

@@ -22,7 +22,9 @@ Summary g_summary;
 // ---------------------------------------------------------------------------------------
 
 const char* dtype_name(spark_dtype d) { return d == SPARK_DTYPE_E4M3 ? "e4m3" : "bf16"; }
-const char* weights_name(spark_weight_format w) { return w == SPARK_WEIGHTS_MXFP8 ? "mxfp8" : "bf16"; }
+const char* weights_name(spark_weight_format w) {
+  return w == SPARK_WEIGHTS_MXFP8 ? "mxfp8" : w == SPARK_WEIGHTS_FP8_BLOCK128 ? "fp8-block" : "bf16";
+}
 
 spark_mla_qproj_desc make_desc(int H, int K, spark_dtype dtype, spark_weight_format weights) {
   spark_mla_qproj_desc d;

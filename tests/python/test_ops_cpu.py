@@ -8,6 +8,7 @@ ops = pytest.importorskip("spark_mla.ops")
 
 M, H, K, N, R = 4, 16, 128, 512, 64
 BF16, E4M3 = torch.bfloat16, torch.float8_e4m3fn
+BLOCK = "fp8-block"  # e4m3 values with the checkpoints' float32 block scales
 
 
 def make(device="meta", m=M, h=H, k=K, weights=BF16, out_dtype=BF16, out_pitch=None):
@@ -15,10 +16,12 @@ def make(device="meta", m=M, h=H, k=K, weights=BF16, out_dtype=BF16, out_pitch=N
     [H, K, N] permuted view of kv_b_proj's weight, out a view of a pitched buffer."""
     q = torch.empty(m, h, k + R, dtype=BF16, device=device)
     # kv_b_proj.weight: [H * (K + V), N]; W_UK_T = weight.T.view(N, H, K + V)[..., :K].permute(1, 2, 0)
-    kv_b = torch.empty(h * (k + 128), N, dtype=weights, device=device)
-    w = kv_b.T.view(N, h, k + 128)[..., :k].permute(1, 2, 0)
+    kv_b = torch.empty(h * (k + 128), N, dtype=BF16 if weights == BF16 else E4M3, device=device)
+    w = kv_b.view(h, k + 128, N)[:, :k]
     assert w.shape == (h, k, N) and w.stride() == ((k + 128) * N, N, 1)  # pitched heads
     w_scale = torch.empty(h, k, N // 32, dtype=torch.uint8, device=device) if weights == E4M3 else None
+    if weights == BLOCK:  # weight_scale_inv: one float per 128 x 128 block of kv_b
+        w_scale = torch.empty((h * (k + 128) + 127) // 128, N // 128, dtype=torch.float32, device=device)
     buf = torch.empty(m, h, out_pitch or (N + R), dtype=out_dtype, device=device)
     q_scale = torch.ones(1, dtype=torch.float32, device=device)
     return dict(q_nope=q[..., :k], q_pe=q[..., k:], w=w, w_scale=w_scale, out=buf[..., :N + R], q_scale=q_scale)
@@ -32,7 +35,7 @@ def call_functional(t, out_dtype=BF16):
     return torch.ops.spark_mla.mla_qproj(t["q_nope"], t["q_pe"], t["w"], t["w_scale"], out_dtype, t["q_scale"])
 
 
-@pytest.mark.parametrize("weights", [BF16, E4M3])
+@pytest.mark.parametrize("weights", [BF16, E4M3, BLOCK])
 @pytest.mark.parametrize("out_dtype", [BF16, E4M3])
 def test_meta_shapes_and_dtypes(weights, out_dtype):
     t = make(weights=weights, out_dtype=out_dtype, out_pitch=640)
@@ -82,6 +85,22 @@ def broken(change):
 ])
 def test_argument_errors_name_the_argument(change, pattern):
     t = broken(change)
+    with pytest.raises(ValueError, match=pattern):
+        call_out(t)
+
+
+@pytest.mark.parametrize("change,pattern", [
+    (lambda t: t.update(w_scale=t["w_scale"][:, :2]), r"argument 'w_scale': dimension 1 is 2, must be 4"),
+    (lambda t: t.update(w_scale=t["w_scale"][:10]), r"argument 'w_scale': has 10 block rows, but the weights' "
+                                                    r"3968 packed rows need 31"),
+    (lambda t: t.update(w_scale=t["w_scale"][0]), r"argument 'w_scale': must have 2 dimensions"),
+    (lambda t: t.update(w=torch.empty(H * 256 * N + 8, dtype=E4M3, device="meta")
+                        .as_strided((H, K, N), (256 * N + 8, N, 1))),
+     r"argument 'w': block-FP8 weights must be a view of the packed kv_b_proj"),
+])
+def test_block_fp8_argument_errors_name_the_argument(change, pattern):
+    t = make(weights=BLOCK, out_dtype=E4M3)
+    change(t)
     with pytest.raises(ValueError, match=pattern):
         call_out(t)
 
@@ -178,3 +197,23 @@ def test_mxfp8_dequantization_rule():
     s = torch.tensor([0, 255, 127, 127], dtype=torch.uint8).view(1, 1, 4)
     got = ops.dequantize_mxfp8(w, s).float().view(4, 32)[:, 0]
     assert got[0].item() == 2.0 ** -127 and torch.isnan(got[1])
+
+
+def test_fp8_block_dequantization_rule():
+    # float(value) * scale rounded to float32, then once to bf16; rows h * (K + V) + k pick the
+    # block (a GLM-style 448-row head: head 1 starts in the middle of block 3).
+    import struct
+    h, k, v = 2, 192, 256
+    kv_b = (torch.randn(h * (k + v), N) * 64).to(E4M3)
+    w = kv_b.view(h, k + v, N)[:, :k]
+    scales = torch.rand((h * (k + v) + 127) // 128, N // 128) * 0.01 + 1e-4
+    got = ops.dequantize_fp8_block(w, scales)
+
+    def rule(value, scale):
+        prod = struct.unpack("f", struct.pack("f", float(value) * float(scale)))[0]  # float32 product
+        return torch.tensor(prod, dtype=torch.float32).to(BF16)
+
+    for hh, kk, nn in [(0, 0, 0), (0, 191, 511), (1, 0, 5), (1, 63, 200), (1, 64, 300), (1, 191, 130)]:
+        row = hh * (k + v) + kk
+        want = rule(kv_b[row, nn].float().item(), scales[row // 128, nn // 128].item())
+        assert got[hh, kk, nn].view(torch.int16).item() == want.view(torch.int16).item(), (hh, kk, nn)

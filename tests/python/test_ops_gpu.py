@@ -10,6 +10,7 @@ if not torch.cuda.is_available():
 ops = pytest.importorskip("spark_mla.ops")
 
 BF16, E4M3 = torch.bfloat16, torch.float8_e4m3fn
+BLOCK = "fp8-block"  # e4m3 kv_b_proj with the checkpoints' float32 128 x 128 block scales
 N, R, V = 512, 64, 128
 DEV = torch.device("cuda", torch.cuda.current_device())
 MAX_M = 512  # plans of these tests: fewer kernels to prewarm than 8192
@@ -24,6 +25,13 @@ def server_tensors(m, h, k, weights=BF16, out_pitch=640, seed=0):
     if weights == BF16:
         kv_b = (torch.randn(h * (k + V), N, device=DEV, generator=g) * 0.05).to(BF16)
         w_scale = None
+    elif weights == BLOCK:  # GLM's K 192 + V 256 = 448-row heads straddle the 128-row blocks
+        v = 256 if k == 192 else V
+        kv_b = (torch.randn(h * (k + v), N, device=DEV, generator=g) * 64).to(E4M3)
+        w_scale = torch.rand((h * (k + v) + 127) // 128, N // 128, device=DEV, generator=g) * 2e-3 + 1e-4
+        w = kv_b.view(h, k + v, N)[:, :k]
+        buf = torch.full((m, h, out_pitch), 7, dtype=torch.uint8, device=DEV)
+        return q, w, w_scale, buf
     else:
         kv_b = torch.randn(h * (k + V), N, device=DEV, generator=g).to(E4M3)
         scale_buf = torch.randint(118, 124, (h, k + V, N // 32 + 16), device=DEV, generator=g, dtype=torch.int32)
@@ -39,7 +47,12 @@ def bf16_buffer(m, h, pitch=640):
 
 def assert_accuracy(out, q_nope, q_pe, w, w_scale):
     """Error against float64 no larger than 1.05x cuBLAS's own (the staged bmm), RoPE bitwise."""
-    wd = ops.dequantize_mxfp8(w, w_scale) if w.dtype == E4M3 else w
+    if w.dtype == BF16:
+        wd = w
+    elif w_scale.dtype == torch.float32:
+        wd = ops.dequantize_fp8_block(w, w_scale)
+    else:
+        wd = ops.dequantize_mxfp8(w, w_scale)
     ref = torch.bmm(q_nope.transpose(0, 1).double(), wd.double()).transpose(0, 1)
     staged = ops.staged_reference(q_nope, q_pe, w, w_scale)
     err_cublas = (staged[..., :N].double() - ref).abs().max().item()
@@ -53,7 +66,7 @@ def e4m3_rule(bf16_result, q_scale):
     return (bf16_result.float() * rcp).clamp(-448.0, 448.0).to(E4M3)
 
 
-@pytest.mark.parametrize("weights", [BF16, E4M3])
+@pytest.mark.parametrize("weights", [BF16, E4M3, BLOCK])
 @pytest.mark.parametrize("h,k", [(16, 128), (11, 192), (128, 128)])
 @pytest.mark.parametrize("m", [1, 7, 64, 300])
 def test_bf16_output_matches_staged(weights, h, k, m):
@@ -68,7 +81,7 @@ def test_bf16_output_matches_staged(weights, h, k, m):
     assert torch.equal(fresh, out)
 
 
-@pytest.mark.parametrize("weights", [BF16, E4M3])
+@pytest.mark.parametrize("weights", [BF16, E4M3, BLOCK])
 @pytest.mark.parametrize("m", [1, 33, 256])
 def test_e4m3_output_is_the_rule_applied_to_the_bf16_result(weights, m):
     h, k = 16, 128

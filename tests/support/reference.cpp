@@ -104,6 +104,11 @@ uint16_t e8m0_to_bf16(uint8_t scale_byte) {
   return static_cast<uint16_t>(static_cast<uint16_t>(scale_byte) << 7);
 }
 
+uint16_t dequant_fp8_block(uint8_t e4m3_value, float scale) {
+  volatile float p = e4m3_to_float(e4m3_value) * scale;  // one IEEE float multiply, never fused
+  return float_to_bf16_rne(p);
+}
+
 uint16_t dequant_mxfp8(uint8_t e4m3_value, uint8_t scale_byte) {
   if (scale_byte == 255 || e4m3_is_nan(e4m3_value)) return kBf16CanonicalNaN;
   // bf16(e4m3) is exact (3 mantissa bits, exponent range well inside bf16's).

@@ -71,6 +71,10 @@ constexpr uint16_t kBf16CanonicalNaN = 0x7FFFu;
 // gives kBf16CanonicalNaN.
 uint16_t dequant_mxfp8(uint8_t e4m3_value, uint8_t scale_byte);
 
+// Block FP8 (the checkpoints' weight_scale_inv rule): w = RN_bf16( fp32(float(e4m3 value) *
+// scale) ), the product rounded to float first, then once to nearest-even bf16.
+uint16_t dequant_fp8_block(uint8_t e4m3_value, float scale);
+
 // ---------------------------------------------------------------------------------------
 // Float64 reference of the MLA query projection (bf16 inputs).
 // ---------------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
       app.add_option("--max-m", max_m, "largest M (tokens per call) to prepare")->check(CLI::Range(1, spark::kMaxM));
   auto* weights_opt = app.add_option("--weights", weights, "weight formats")
                           ->delimiter(',')
-                          ->check(CLI::IsMember({"bf16", "mxfp8"}));
+                          ->check(CLI::IsMember({"bf16", "mxfp8", "fp8-block"}));
   auto* outs_opt =
       app.add_option("--out", outs, "output dtypes")->delimiter(',')->check(CLI::IsMember({"bf16", "e4m3"}));
   auto* spec_opt = app.add_option(
@@ -157,8 +157,11 @@ int main(int argc, char** argv) {
                                  tools::kExitUsage, json);
     }
     spec.max_m = max_m;
-    spec.weights.clear();
-    for (const auto& w : weights) spec.weights.push_back(spark::parse_weight_format(w));
+    // A preset brings its model's weight formats unless --weights names others.
+    if (model.empty() || weights_opt->count() > 0) {
+      spec.weights.clear();
+      for (const auto& w : weights) spec.weights.push_back(spark::parse_weight_format(w));
+    }
     spec.outs.clear();
     for (const auto& o : outs) spec.outs.push_back(spark::parse_out_dtype(o));
     if (archs.empty()) archs.push_back(local_arch(from_gpu));

@@ -25,7 +25,7 @@ TEST_CASE("a kernel key prints a readable name that parses back") {
     for (int h : {1, 8, 128})
       for (const RegimeEntry& e : regime_table(a.name))
         for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
-          for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8}) {
+          for (WeightFormat w : kWeightFormats) {
             KernelKey x = sample();
             x.heads = h;
             x.arch = std::string(a.name);
@@ -49,6 +49,8 @@ TEST_CASE("keys that differ in any field hash differently") {
   k.out = OutDtype::kBf16;
   CHECK(seen.insert(k.hash()).second);
   k.weights = WeightFormat::kMxfp8;
+  CHECK(seen.insert(k.hash()).second);
+  k.weights = WeightFormat::kFp8Block128;
   CHECK(seen.insert(k.hash()).second);
   k.arch = "sm_100a";
   CHECK(seen.insert(k.hash()).second);

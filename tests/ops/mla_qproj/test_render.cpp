@@ -64,6 +64,16 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   // MXFP8 tiles keep the raw bytes (one per weight) and dequantise in registers.
   CHECK(m.smem_bytes < a.smem_bytes);
   CHECK(m.tile.wn % 32 == 0);
+  // Block FP8 runs MXFP8's tile with its own scale words: same tile and shared memory,
+  // a different kernel.
+  KernelKey blk = mx;
+  blk.weights = WeightFormat::kFp8Block128;
+  const RenderedSource bs = render(blk);
+  CHECK(bs.source.find("kWeights = spark::WeightKind::kFp8Block128;") != std::string::npos);
+  CHECK(bs.summary == m.summary);
+  CHECK(bs.smem_bytes == m.smem_bytes);
+  CHECK(bs.source != m.source);
+  CHECK(bs.key == "mla_qproj.h8.k192.n512.r64.m1-16.wfp8-block.oe4m3.sm_90a");
 }
 
 TEST_CASE("templates are embedded with their bytes and digested") {

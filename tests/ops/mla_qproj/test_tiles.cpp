@@ -28,7 +28,7 @@ bool regimes_differ(std::string_view arch, const std::vector<RegimeEntry>& table
   key.arch = std::string(arch);
   for (int h : {8, 11, 16, 32, 64, 128})
     for (int k : {128, 192})
-      for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8})
+      for (WeightFormat w : kWeightFormats)
         for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3}) {
           key.heads = h;
           key.k = k;
@@ -354,7 +354,7 @@ TEST_CASE("SPARK_REGIMES: every accepted tile's sizes stay far inside int") {
     for (const RegimeEntry& e : parse_regime_table(text))
       for (int k : {128, 192})
         for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3})
-          for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8}) {
+          for (WeightFormat w : kWeightFormats) {
             CHECK(e.tile.threads() <= 1024);
             CHECK(e.tile.smem_bytes(k, o, w) > 0);
             CHECK(e.tile.smem_bytes(k, o, w) < (1 << 28));
@@ -377,7 +377,7 @@ void for_each_supported_key(Fn&& fn) {
     for (const MRegime& m : table_regimes(builtin_tile_table(), a.name))
       for (int h = 1; h <= kMaxHeads; ++h)
         for (int k : {128, 192})
-          for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8})
+          for (WeightFormat w : kWeightFormats)
             for (OutDtype o : {OutDtype::kBf16, OutDtype::kE4m3}) fn(KernelKey::of(h, k, m, w, o, std::string(a.name)));
 }
 
@@ -407,7 +407,7 @@ TEST_CASE("tiles.table: every supported key finds a row whose tile fits its fami
     CHECK(t.smem_bytes(key.k, key.out, key.weights) <= arch_info(key.arch).max_smem_per_block);
     CHECK(key.k % (16 * t.ksplit) == 0);
     CHECK((!t.wgmma || key.arch == "sm_90a"));
-    CHECK((key.weights != WeightFormat::kMxfp8 || t.stationary || t.wn % 32 == 0));
+    CHECK((!is_fp8(key.weights) || t.stationary || t.wn % 32 == 0));
     if (t.kchunk > 0) {
       CHECK(key.k % t.kchunk == 0);
       CHECK(t.ring >= 1);

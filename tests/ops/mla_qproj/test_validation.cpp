@@ -30,7 +30,7 @@ namespace {
 // ----------------------------------------------------------------------------------
 constexpr uintptr_t kQAddr = 0x7f0000000000ull;      // q [M, H, K+R] bf16 (q_nope and q_pe)
 constexpr uintptr_t kWAddr = 0x7f1000000000ull;      // w pack [H, K+256, N]
-constexpr uintptr_t kWScaleAddr = 0x7f2000000000ull; // w_scale pack [H, K+256, N/32] (MXFP8)
+constexpr uintptr_t kWScaleAddr = 0x7f2000000000ull; // w_scale: MXFP8 [H, K+256, N/32]; block FP8 [blocks, N/128]
 constexpr uintptr_t kOutAddr = 0x7f3000000000ull;    // out [M, H, 584]
 constexpr uintptr_t kQScaleAddr = 0x7f4000000000ull; // q_scale (fp32 scalar)
 
@@ -62,6 +62,13 @@ Config mxfp8(spark_dtype out = SPARK_DTYPE_BF16) {
   c.out = out;
   return c;
 }
+Config fp8_block(spark_dtype out = SPARK_DTYPE_BF16) {
+  Config c;
+  c.weights = SPARK_WEIGHTS_FP8_BLOCK128;
+  c.out = out;
+  return c;
+}
+bool is_fp8(const Config& c) { return c.weights != SPARK_WEIGHTS_BF16; }
 
 spark_mla_qproj_desc make_desc(const Config& c) {
   spark_mla_qproj_desc d;
@@ -94,6 +101,10 @@ spark_mla_qproj_args make_args(const Config& c) {
     a.w_scale = addr(kWScaleAddr);
     a.w_scale_stride_h = pack_rows * (kN / 32);
     a.w_scale_stride_k = kN / 32;
+  } else if (c.weights == SPARK_WEIGHTS_FP8_BLOCK128) {
+    a.w_scale = addr(kWScaleAddr);  // the pack's weight_scale_inv [ceil(H * (K+256) / 128), N/128]
+    a.w_scale_stride_h = pack_rows;
+    a.w_scale_stride_k = kN / 128;
   }
   a.q_pe = addr(kQAddr + 2 * K);  // q + K bf16 elements
   a.q_pe_stride_m = H * qrow;
@@ -124,7 +135,7 @@ struct Spans {
 };
 
 Spans spans(const Config& c, const spark_mla_qproj_args& a) {
-  const int wbytes = c.weights == SPARK_WEIGHTS_MXFP8 ? 1 : 2;
+  const int wbytes = is_fp8(c) ? 1 : 2;
   const int obytes = c.out == SPARK_DTYPE_E4M3 ? 1 : 2;
   Spans s{};
   s.q_nope = span(a.q_nope, 2, c.heads, a.q_nope_stride_h, a.m, a.q_nope_stride_m, c.nope);
@@ -132,8 +143,12 @@ Spans spans(const Config& c, const spark_mla_qproj_args& a) {
   s.w = span(a.w, wbytes, c.heads, a.w_stride_h, c.nope, a.w_stride_k, kN);
   s.out = span(a.out, obytes, a.m, a.out_stride_m, c.heads, a.out_stride_h, kN + kR);
   s.has_w_scale = a.w_scale != nullptr;
-  if (s.has_w_scale)
+  if (s.has_w_scale && c.weights == SPARK_WEIGHTS_MXFP8)
     s.w_scale = span(a.w_scale, 1, c.heads, a.w_scale_stride_h, c.nope, a.w_scale_stride_k, kN / 32);
+  if (s.has_w_scale && c.weights == SPARK_WEIGHTS_FP8_BLOCK128) {
+    const int64_t block_rows = ((c.heads - 1) * a.w_scale_stride_h + c.nope - 1) / 128 + 1;
+    s.w_scale = span(a.w_scale, 4, block_rows, a.w_scale_stride_k, 1, 0, kN / 128);
+  }
   s.has_q_scale = a.q_scale != nullptr;
   if (s.has_q_scale) s.q_scale = Range{as_int(a.q_scale), as_int(a.q_scale) + 4};
   return s;
@@ -419,7 +434,8 @@ TEST_CASE("out's rows (m, h) must not overlap each other") {
 // ==================================================================================
 
 TEST_CASE("the baselines are self-consistent (test fixture check)") {
-  for (const Config& c : {bf16_out(), e4m3_out(), mxfp8(), mxfp8(SPARK_DTYPE_E4M3)}) {
+  for (const Config& c : {bf16_out(), e4m3_out(), mxfp8(), mxfp8(SPARK_DTYPE_E4M3), fp8_block(),
+                          fp8_block(SPARK_DTYPE_E4M3)}) {
     const spark_mla_qproj_args a = make_args(c);
     const Spans s = spans(c, a);
     CHECK_FALSE(overlaps(s.out, s.q_nope));
@@ -545,11 +561,11 @@ TEST_CASE("out-of-range weight_format and out_dtype values are refused, read as 
     const Config c = bf16_out();
     const spark_mla_qproj_args a = make_args(c);
     spark_mla_qproj_desc d = make_desc(c);
-    store_int32(&d.weight_format, v);
+    store_int32(&d.weight_format, v == 2 ? 3 : v);  // 2 is SPARK_WEIGHTS_FP8_BLOCK128
     for (const spark_mla_qproj_args* args : {&a, static_cast<const spark_mla_qproj_args*>(nullptr)}) {
       const Result r = can_implement(&d, args);
       check_failure(r, SPARK_ERROR_INVALID_ARGUMENT, "weight_format");
-      CHECK(r.message.find(std::to_string(v)) != std::string::npos);
+      CHECK(r.message.find(std::to_string(v == 2 ? 3 : v)) != std::string::npos);
     }
     d = make_desc(c);
     store_int32(&d.out_dtype, v);
@@ -707,6 +723,50 @@ TEST_CASE("MXFP8 weights") {
     };
     run_mutations(c, table, /*lenient=*/!implemented);
   }
+}
+
+// ==================================================================================
+// Block-FP8 weights: values as MXFP8's, scales one fp32 per 128 x 128 block of the pack
+// ==================================================================================
+
+TEST_CASE("block-FP8 weights") {
+  for (const spark_dtype out : {SPARK_DTYPE_BF16, SPARK_DTYPE_E4M3}) {
+    const Config c = fp8_block(out);
+    INFO("out_dtype " << static_cast<int>(out));
+    const auto d = make_desc(c);
+    const auto a = make_args(c);
+    check_success(can_implement(&d, &a));
+    check_success(can_implement(&d, nullptr));
+    // H 16, K 192, 448 pack rows per head: packed rows 0 .. 15 * 448 + 191 = 6911, block
+    // rows 0 .. 53, so the scales span 54 x 4 floats = 864 bytes.
+    const std::vector<Mutation> table = {
+        invalid("w_scale NULL", [](auto&, auto& a) { a.w_scale = nullptr; }, "w_scale"),
+        invalid("w_scale + 2 bytes", [](auto&, auto& a) { a.w_scale = addr(kWScaleAddr + 2); }, "w_scale"),
+        valid("w_scale + 4 bytes", [](auto&, auto& a) { a.w_scale = addr(kWScaleAddr + 4); }),
+        invalid("w_scale_stride_k = 3 (< N/128)", [](auto&, auto& a) { a.w_scale_stride_k = 3; },
+                "w_scale_stride_k"),
+        valid("w_scale_stride_k = 5 (any count of floats)", [](auto&, auto& a) { a.w_scale_stride_k = 5; }),
+        invalid("w_scale_stride_k = 0", [](auto&, auto& a) { a.w_scale_stride_k = 0; }, "w_scale_stride_k"),
+        invalid("w_scale_stride_k = -4", [](auto&, auto& a) { a.w_scale_stride_k = -4; }, "w_scale_stride_k"),
+        invalid("w_scale_stride_h = 191 (< K rows)", [](auto&, auto& a) { a.w_scale_stride_h = 191; },
+                "w_scale_stride_h"),
+        valid("w_scale_stride_h = 192 (heads back to back)", [](auto&, auto& a) { a.w_scale_stride_h = 192; }),
+        valid("w_scale_stride_h = 449 (any row count)", [](auto&, auto& a) { a.w_scale_stride_h = 449; }),
+        invalid("w_scale_stride_h = 0", [](auto&, auto& a) { a.w_scale_stride_h = 0; }, "w_scale_stride_h"),
+        invalid("w_scale_stride_h = 2^41", [](auto&, auto& a) { a.w_scale_stride_h = int64_t{1} << 41; },
+                "w_scale_stride_h"),
+        invalid("e4m3 w_stride_k = 520 (multiple of 8, not of 16)", [](auto&, auto& a) { a.w_stride_k = 520; },
+                "w_stride_k"),
+        valid("out just past the last scale block",
+              [](auto&, auto& a) { a.out = mut_addr(kWScaleAddr + 864); }),
+        invalid("out over the last scale block", [](auto&, auto& a) { a.out = mut_addr(kWScaleAddr + 848); },
+                "out", kOverlapHint),
+    };
+    run_mutations(c, table);
+  }
+  // bf16 weights take no scales, whichever format they would belong to.
+  run_mutations(bf16_out(), {invalid("bf16 weights with a w_scale",
+                                     [](auto&, auto& a) { a.w_scale = addr(kWScaleAddr); }, "w_scale")});
 }
 
 // ==================================================================================
