@@ -27,7 +27,7 @@ struct BenchOptions {
   int warmup = 2;
   bool pdl = false;
   StagedQuant quant = StagedQuant::kFused;
-  size_t mem_budget_bytes = size_t{8} << 30;
+  size_t mem_budget_bytes = size_t{32} << 30;
 };
 
 // What every row shares.

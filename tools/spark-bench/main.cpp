@@ -44,10 +44,16 @@ constexpr size_t kCeilingCopyBytes = size_t{2} << 30;
 constexpr int kCeilingReps = 10;
 constexpr size_t kAssumedL2Bytes = size_t{50} << 20;  // --dry-run without a GPU (H100 / H200)
 constexpr size_t kFreeMemoryMargin = size_t{1} << 30;
+// The default --mem-gib.  H = 128, K = 192 at M = 8192 needs ~4.4 GiB of activations (out
+// alone is 1.2 GB per arm) beside ~5.4 GiB of FP8 weights for 64 layers, and more with padded
+// rows and --staged-quant eager; 32 GiB holds every default row on an 80 GB H100 or a 141 GB
+// H200 (the budget is capped by the free memory anyway).
+constexpr double kDefaultMemGib = 32.0;
 
 const std::vector<int> kGridHeads = {8, 11, 16, 32, 64, 128};
 const std::vector<int> kGridNope = {128, 192};
-const std::vector<int> kGridM = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+// Up to the API's largest M (SPARK_MLA_QPROJ_MAX_M): prefill chunks and big decode batches.
+const std::vector<int> kGridM = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
 const std::vector<int> kQuickHeads = {8, 16, 128};
 const std::vector<int> kQuickNope = {192};
 const std::vector<int> kQuickM = {1, 16, 64, 256};
@@ -129,7 +135,7 @@ int main(int argc, char** argv) {
   std::vector<int> heads, nopes, ms;
   std::vector<std::string> weight_names, out_names;
   int layers = 64, replays = 30, warmup = 2, device = 0;
-  double mem_gib = 8.0;
+  double mem_gib = kDefaultMemGib;
   bool pdl = false, quick = false, dry_run = false;
   std::string json_path, staged_quant = "fused";
   spark_tools::apply_conventions(app, "spark-bench");
@@ -138,7 +144,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 128));
   app.add_option("--nope", nopes, "nope dim K (default 128,192)")->delimiter(',')->check(CLI::IsMember({128, 192}));
-  app.add_option("--m", ms, "tokens per call (default 1,2,4,...,1024)")->delimiter(',')->check(CLI::Range(1, SPARK_MLA_QPROJ_MAX_M));
+  app.add_option("--m", ms, "tokens per call (default 1,2,4,...,8192)")->delimiter(',')->check(CLI::Range(1, SPARK_MLA_QPROJ_MAX_M));
   app.add_option("--weights", weight_names, "weight formats (default bf16,mxfp8)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "mxfp8"}));
