@@ -10,6 +10,7 @@ namespace spark_bench {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr uint32_t kOutCols = 576;  // N + R: the columns compared; the rest of a row is pad
 
 unsigned blocks_for(uint64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
@@ -111,25 +112,33 @@ __device__ __forceinline__ int ordered_e4m3(uint32_t b) { return (b & 0x80u) ? -
 __device__ __forceinline__ bool bf16_nan(uint32_t b) { return (b & 0x7FFFu) > 0x7F80u; }
 __device__ __forceinline__ bool e4m3_nan(uint32_t b) { return (b & 0x7Fu) == 0x7Fu; }
 
-__device__ __forceinline__ void add_counts(unsigned long long* counters, unsigned diff, unsigned bad, unsigned nan_a) {
+__device__ __forceinline__ void add_counts(unsigned long long* counters, unsigned diff, unsigned bad, unsigned nan_a,
+                                           unsigned pad) {
   diff = __reduce_add_sync(0xFFFFFFFFu, diff);
   bad = __reduce_add_sync(0xFFFFFFFFu, bad);
   nan_a = __reduce_add_sync(0xFFFFFFFFu, nan_a);
+  pad = __reduce_add_sync(0xFFFFFFFFu, pad);
   if ((threadIdx.x & 31) == 0) {
     if (diff) atomicAdd(&counters[0], static_cast<unsigned long long>(diff));
     if (bad) atomicAdd(&counters[1], static_cast<unsigned long long>(bad));
     if (nan_a) atomicAdd(&counters[2], static_cast<unsigned long long>(nan_a));
+    if (pad) atomicAdd(&counters[3], static_cast<unsigned long long>(pad));
   }
 }
 
-// Grid-stride loops; no thread returns early, so the warp reductions at the end see all 32
-// lanes (blockDim is a multiple of 32).
+// Grid-stride loops over every element of the rows, pad included; no thread returns early, so
+// the warp reductions at the end see all 32 lanes (blockDim is a multiple of 32).
 __global__ void compare_bf16_kernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, uint64_t n,
-                                    unsigned long long* counters, float abs_tol) {
-  unsigned diff = 0, bad = 0, nan_a = 0;
+                                    uint32_t pitch, unsigned long long* counters, float abs_tol) {
+  unsigned diff = 0, bad = 0, nan_a = 0, pad = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const uint32_t x = a[i], y = b[i];
+    const uint32_t x = a[i];
+    if (i % pitch >= kOutCols) {
+      pad += x != 0xFFFFu;
+      continue;
+    }
+    const uint32_t y = b[i];
     if (x == y && !bf16_nan(x)) continue;
     diff += x != y;
     nan_a += bf16_nan(x);
@@ -141,21 +150,26 @@ __global__ void compare_bf16_kernel(const uint16_t* __restrict__ a, const uint16
     const float fx = __uint_as_float(x << 16), fy = __uint_as_float(y << 16);
     if (ulps > 1 && fabsf(fx - fy) > abs_tol) ++bad;
   }
-  add_counts(counters, diff, bad, nan_a);
+  add_counts(counters, diff, bad, nan_a, pad);
 }
 
 __global__ void compare_e4m3_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b, uint64_t n,
-                                    unsigned long long* counters) {
-  unsigned diff = 0, bad = 0, nan_a = 0;
+                                    uint32_t pitch, unsigned long long* counters) {
+  unsigned diff = 0, bad = 0, nan_a = 0, pad = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const uint32_t x = a[i], y = b[i];
+    const uint32_t x = a[i];
+    if (i % pitch >= kOutCols) {
+      pad += x != 0xFFu;
+      continue;
+    }
+    const uint32_t y = b[i];
     if (x == y && !e4m3_nan(x)) continue;
     diff += x != y;
     nan_a += e4m3_nan(x);
     if (e4m3_nan(x) || e4m3_nan(y) || abs(ordered_e4m3(x) - ordered_e4m3(y)) > 1) ++bad;
   }
-  add_counts(counters, diff, bad, nan_a);
+  add_counts(counters, diff, bad, nan_a, pad);
 }
 
 __global__ void spin_kernel(uint64_t ns) {
@@ -204,16 +218,22 @@ void dequant_mxfp8(const uint8_t* values, const uint8_t* scales, uint16_t* out, 
   BENCH_CUDA(cudaGetLastError());
 }
 
-void compare_bf16(const uint16_t* a, const uint16_t* b, size_t n, unsigned long long* counters, cudaStream_t stream) {
+void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream) {
+  if (pitch < static_cast<int>(kOutCols)) throw BenchError("compare_bf16: pitch below 576");
+  const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
-  compare_bf16_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, counters,
+  compare_bf16_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(pitch), counters,
                                                                   static_cast<float>(kCompareAbsTol));
   BENCH_CUDA(cudaGetLastError());
 }
 
-void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t n, unsigned long long* counters, cudaStream_t stream) {
+void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream) {
+  if (pitch < static_cast<int>(kOutCols)) throw BenchError("compare_e4m3: pitch below 576");
+  const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
-  compare_e4m3_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, counters);
+  compare_e4m3_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(pitch), counters);
   BENCH_CUDA(cudaGetLastError());
 }
 

@@ -24,13 +24,18 @@ void fill_mxfp8_random(uint8_t* values, size_t n_values, uint8_t* scales, size_t
 // `rows` dense rows of 512 values / 16 scale bytes (a whole [H, K+256, 512] pack at once).
 void dequant_mxfp8(const uint8_t* values, const uint8_t* scales, uint16_t* out, size_t rows, cudaStream_t stream);
 
-// Comparison of two outputs of n elements (bf16 or e4m3 bits).  counters (device, 3 x u64,
-// accumulated, zero them first): [0] elements whose bits differ, [1] "bad" elements: a NaN
-// in either, or more than 1 ulp (1 code for e4m3) apart and, for bf16, also more than
-// kCompareAbsTol apart (a near-zero sum may legitimately differ by more ulps), [2] NaN in a.
+// Comparison of two outputs of `rows` rows of 576 elements (bf16 or e4m3 bits), rows `pitch`
+// elements apart in both.  counters (device, kCompareCounters x u64, accumulated, zero them
+// first): [0] elements whose bits differ, [1] "bad" elements: a NaN in either, or more than 1
+// ulp (1 code for e4m3) apart and, for bf16, also more than kCompareAbsTol apart (a near-zero
+// sum may legitimately differ by more ulps), [2] NaN in a, [3] elements of a's pad columns
+// (576..pitch) that no longer hold the poison byte 0xFF: a wrote where it must not.
 constexpr double kCompareAbsTol = 1e-4;
-void compare_bf16(const uint16_t* a, const uint16_t* b, size_t n, unsigned long long* counters, cudaStream_t stream);
-void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t n, unsigned long long* counters, cudaStream_t stream);
+constexpr int kCompareCounters = 4;
+void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream);
+void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream);
 
 // A one-thread kernel that busy-waits for `ns` nanoseconds of GPU time.
 void spin(uint64_t ns, cudaStream_t stream);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "spark-bench: time spark's fused MLA query projection against the staged cuBLAS path (bmm -> concat "
       "[-> e4m3 quant]) in CUDA-graph replay over many layers' weights.  See bench/README.md."};
-  std::vector<int> heads, nopes, ms;
+  std::vector<int> heads, nopes, ms, pitches;
   std::vector<std::string> weight_names, out_names;
   int layers = 64, replays = 30, warmup = 2, device = 0;
   double mem_gib = kDefaultMemGib;
@@ -151,6 +152,18 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_names, "output dtypes (default bf16,e4m3)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "e4m3"}));
+  app.add_option("--out-pitch", pitches,
+                 "out's row pitch in elements (out_stride_h; out_stride_m = H * pitch), each >= 576 and a multiple of "
+                 "8: 576 contiguous (default), 640 padded to whole 32-byte sectors, 584 padded but not")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            int pitch = 0;
+            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), pitch);
+            if (ec != std::errc() || end != v.data() + v.size()) return v + " is not an integer";
+            return out_pitch_problem(pitch);
+          },
+          "PITCH"));
   app.add_option("--layers", layers, "minimum layers with distinct weights per graph (raised so they hold >= 4x the L2)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--replays", replays, "timed graph replays per arm (median reported)")->check(CLI::Range(1, 100000));
@@ -179,6 +192,7 @@ int main(int argc, char** argv) {
                                              : std::vector<WeightFormat>{WeightFormat::kBf16, WeightFormat::kMxfp8});
   o.outs = !out_names.empty() ? parse_list(out_names, parse_out)
                               : std::vector<OutDtype>{OutDtype::kBf16, OutDtype::kE4m3};
+  if (!pitches.empty()) o.out_pitches = pitches;
   o.layers = layers;
   o.replays = replays;
   o.warmup = warmup;
@@ -323,6 +337,10 @@ int main(int argc, char** argv) {
         {"per_layer", "replay time / layers"},
         {"statistic", "median over replays (min and max also given)"},
         {"shared_buffers", "q, out and the staged scratch tensors are shared by all layers of a row"},
+        {"out_pitches", o.out_pitches},
+        {"out_layout", "out is a view of a [M, H, out_pitch] buffer (out_stride_h out_pitch, out_stride_m "
+                       "H * out_pitch) in both arms; the staged arm's last kernel writes it; only the 576 "
+                       "columns are compared, and spark's pad columns must keep the poison bytes"},
         {"check", "spark vs staged outputs compared on the GPU for layer 0 before timing and for the last layer "
                   "after it; bad = NaN, or > 1 ulp and (bf16) > 1e-4 apart"},
         {"staged", "cublasGemmStridedBatchedEx (bf16, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) -> [H,M,512]; "
@@ -334,7 +352,7 @@ int main(int argc, char** argv) {
         {"cublas_workspace_bytes", kCublasWorkspaceBytes},
         {"mem_budget_bytes", env.budget_bytes},
         {"q_scale", kQScale},
-        {"floor", "bytes (weights read + q_nope + q_pe + out) / ceiling"}};
+        {"floor", "bytes (weights read + q_nope + q_pe + out's 576 columns, never the pad) / ceiling"}};
     doc["ceiling_tbps"] = ceiling.tbps;
     doc["ceiling"] = {{"copy_bytes", ceiling.copy_bytes},
                       {"counts", "bytes read + bytes written"},

@@ -12,12 +12,17 @@ namespace spark_bench {
 
 namespace {
 
+// A row's name; the pitch only where out's rows are padded (so contiguous rows read as before).
 std::string label(const Row& r) {
-  return fmt::format("H={} K={} M={} w={} out={}", r.heads, r.nope, r.m, to_string(r.weights), to_string(r.out));
+  std::string s = fmt::format("H={} K={} M={} w={} out={}", r.heads, r.nope, r.m, to_string(r.weights),
+                              to_string(r.out));
+  if (r.out_pitch != kOutCols) s += fmt::format(" pitch={}", r.out_pitch);
+  return s;
 }
 
 std::string check_text(const Row& r) {
   std::string s = r.check_ok() ? "ok" : fmt::format("WARN {}+{} bad", r.pre.bad, r.post.bad);
+  if (const auto pad = r.pre.pad_written + r.post.pad_written; pad > 0) s += fmt::format(" {} pad written", pad);
   if (r.host_starved) s += " starved";
   return s;
 }
@@ -51,28 +56,30 @@ nlohmann::ordered_json extreme(const std::vector<Row>& rows, const std::function
 }  // namespace
 
 void Table::header() const {
-  fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {:>9} {:>9} {:>6} | {:>8} {:>5} {:>7} | {}\n", "H", "K",
-             "M", "w", "out", "L", "spark us", "staged us", "ratio", "floor us", "frac", "GB/s", "check");
+  fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {:>9} {:>9} {:>6} | {:>8} {:>5} {:>7} | {}\n", "H",
+             "K", "M", "w", "out", "pitch", "L", "spark us", "staged us", "ratio", "floor us", "frac", "GB/s", "check");
   std::fflush(f_);
 }
 
 void Table::row(const Row& r, double ceiling_tbps) const {
   if (!r.ok()) {
-    fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {}: {}\n", r.heads, r.nope, r.m, to_string(r.weights),
-               to_string(r.out), r.layers, r.status, r.message);
+    fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {}: {}\n", r.heads, r.nope, r.m,
+               to_string(r.weights), to_string(r.out), r.out_pitch, r.layers, r.status, r.message);
   } else {
-    fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {:>9.2f} {:>9.2f} {:>6.3f} | {:>8.2f} {:>5.2f} {:>7.0f} | {}\n",
-               r.heads, r.nope, r.m, to_string(r.weights), to_string(r.out), r.layers, r.spark_us(), r.staged_us(),
-               r.ratio(), r.floor_us(ceiling_tbps), r.fraction(ceiling_tbps), r.achieved_bytes_per_s() / 1e9,
-               check_text(r));
+    fmt::print(f_,
+               "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {:>9.2f} {:>9.2f} {:>6.3f} | {:>8.2f} {:>5.2f} {:>7.0f} | "
+               "{}\n",
+               r.heads, r.nope, r.m, to_string(r.weights), to_string(r.out), r.out_pitch, r.layers, r.spark_us(),
+               r.staged_us(), r.ratio(), r.floor_us(ceiling_tbps), r.fraction(ceiling_tbps),
+               r.achieved_bytes_per_s() / 1e9, check_text(r));
   }
   std::fflush(f_);
 }
 
 void Table::skipped_plan(int heads, int nope, WeightFormat w, OutDtype out, const std::string& status,
                          const std::string& message, size_t rows) const {
-  fmt::print(f_, "{:>4} {:>4} {:>5} {:<5} {:<4} {:>4} | {} ({} rows): {}\n", heads, nope, "*", to_string(w),
-             to_string(out), "-", status, rows, message);
+  fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {} ({} rows): {}\n", heads, nope, "*", to_string(w),
+             to_string(out), "*", "-", status, rows, message);
   std::fflush(f_);
 }
 
@@ -87,6 +94,7 @@ nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
                       {"M", r.m},
                       {"weights", to_string(r.weights)},
                       {"out", to_string(r.out)},
+                      {"out_pitch", r.out_pitch},
                       {"status", r.status}};
   if (!r.message.empty()) j["message"] = r.message;
   if (r.weights == WeightFormat::kMxfp8) j["staged_weights"] = "bf16, dequantised from the MXFP8 weights at load";
@@ -107,7 +115,11 @@ nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
   j["replays"] = r.spark.us.size();
   j["host_starved"] = r.host_starved;
   auto counts = [](const CheckCounts& c) {
-    return nlohmann::ordered_json{{"compared", c.compared}, {"differ", c.differ}, {"bad", c.bad}, {"nan_spark", c.nan_spark}};
+    return nlohmann::ordered_json{{"compared", c.compared},
+                                  {"differ", c.differ},
+                                  {"bad", c.bad},
+                                  {"nan_spark", c.nan_spark},
+                                  {"pad_written", c.pad_written}};
   };
   j["check"] = {{"ok", r.check_ok()}, {"before", counts(r.pre)}, {"after", counts(r.post)}};
   return j;

@@ -6,7 +6,9 @@
 //   weights  per layer, the first K rows of each head of a kv_b-like pack [H, K+256, 512]
 //            (w_stride_h (K+256)*512, w_stride_k 512); MXFP8: e4m3 values pitched the same way
 //            plus e8m0 scales [H, K+256, 16] (w_scale_stride_h (K+256)*16, w_scale_stride_k 16)
-//   out      [M, H, 576] (out_stride_h 576, out_stride_m H*576), bf16 or e4m3
+//   out      [M, H, 576], a view of a [M, H, P] buffer: rows (m, h) P elements apart (out_stride_h
+//            P, out_stride_m H*P), bf16 or e4m3.  P = 576 is contiguous; a padded P (584, 640)
+//            is a server's pitched output buffer, whose pad columns spark must never write
 //
 // Each layer has its own weights (so the L2 cannot hold them across a replay); q, out and the
 // staged arm's scratch tensors are shared by all layers, as a server's caching allocator
@@ -29,6 +31,9 @@ namespace spark_bench {
 constexpr int kLatent = 512;                    // N
 constexpr int kRope = 64;                       // R
 constexpr int kOutCols = kLatent + kRope;       // 576
+// out's row pitch P must be a multiple of this many elements (spark's rule for out strides of
+// either dtype: bf16 rows then start on 16-byte boundaries, e4m3 rows on 8-byte ones).
+constexpr int kOutPitchMultiple = 8;
 constexpr int kPackExtraRows = 256;             // rows per head of the pack past the K rows of W_UK
 constexpr int kScalesPerRow = kLatent / 32;     // 16 e8m0 bytes per K row
 constexpr float kWeightScale = 0.08f;           // bf16 weights ~ N(0, 0.08^2): outputs ~ N(0, ~1)
@@ -57,6 +62,13 @@ struct PackLayout {
   size_t scale_bytes() const { return static_cast<size_t>(rows()) * kScalesPerRow; }
 };
 
+// Why `pitch` cannot be out's row pitch ("" when it can): below 576, or not a multiple of 8.
+std::string out_pitch_problem(int pitch);
+
+// Whether rows `pitch` elements of `out` apart all start on a 32-byte DRAM sector boundary
+// (576 and 640 do for both dtypes; 584 does for neither).
+bool sector_aligned_pitch(int pitch, OutDtype out);
+
 // Bytes one call must move at least (the floor): the weights it reads (only the K rows of
 // each head) + q_nope + q_pe + out.
 double floor_bytes(int heads, int nope, int m, WeightFormat w, OutDtype out);
@@ -65,7 +77,7 @@ double floor_bytes(int heads, int nope, int m, WeightFormat w, OutDtype out);
 size_t weight_bytes_read(int heads, int nope, WeightFormat w);
 
 // Device bytes of the activations of one (H, K) (see Activations).
-size_t activation_bytes(int heads, int nope, int max_m, bool any_e4m3, StagedQuant quant);
+size_t activation_bytes(int heads, int nope, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant);
 
 // How many layers one (H, K, format) group cycles through.
 struct LayerPlan {
@@ -83,12 +95,17 @@ LayerPlan plan_layers(int heads, int nope, WeightFormat format, size_t fixed_byt
                       size_t l2_bytes, size_t budget_bytes);
 
 // q, the outputs and the staged arm's scratch, sized for max_m rows, shared by every layer.
+// The outputs (spark's, the staged bf16 one and the staged e4m3 one) have rows max_pitch
+// elements apart, so every pitch up to it fits; the staged arm's temporaries (bmm out, the
+// concat before the e4m3 quant, the eager quant's fp32) are contiguous, as PyTorch makes them.
 class Activations {
  public:
-  Activations(int heads, int nope, int max_m, bool any_e4m3, StagedQuant quant, uint64_t seed, cudaStream_t stream);
+  Activations(int heads, int nope, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant, uint64_t seed,
+              cudaStream_t stream);
 
   int heads() const { return heads_; }
   int nope() const { return nope_; }
+  int max_pitch() const { return max_pitch_; }
   const uint16_t* q() const { return q_.as<uint16_t>(); }
   void* spark_out() const { return spark_out_.get(); }
   uint16_t* staged_cat() const { return staged_cat_.as<uint16_t>(); }
@@ -102,7 +119,7 @@ class Activations {
   size_t staged_e4m3_bytes() const { return staged_e4m3_.bytes(); }
 
  private:
-  int heads_, nope_;
+  int heads_, nope_, max_pitch_;
   DeviceBuffer q_, spark_out_, staged_cat_, staged_e4m3_, bmm_out_, f32_a_, f32_b_, q_scale_;
 };
 
@@ -126,11 +143,23 @@ class LayerWeights {
   DeviceBuffer bf16_, e4m3_, scales_;
 };
 
-// The spark call of one layer (q_scale only for e4m3 output, w_scale only for MXFP8).
-spark_mla_qproj_args spark_args(const PackLayout& pack, const LayerWeights& w, const Activations& act, int layer,
-                                int m, OutDtype out);
+// The device pointers of one layer's spark call.
+struct CallPointers {
+  const uint16_t* q = nullptr;   // [M, H, K+R]
+  const void* w = nullptr;       // the layer's pack (bf16 or e4m3 values)
+  const void* w_scale = nullptr; // its scales (FP8 formats)
+  void* out = nullptr;           // rows out_pitch apart
+  const float* q_scale = nullptr;
+};
+CallPointers call_pointers(const LayerWeights& w, const Activations& act, int layer);
 
-// The staged arm's tensors for one layer.
-StagedTensors staged_tensors(const PackLayout& pack, const LayerWeights& w, const Activations& act, int layer, int m);
+// The spark call of one layer with out's rows `pitch` elements apart (q_scale only for e4m3
+// output, w_scale only for FP8 weights).
+spark_mla_qproj_args spark_args(const PackLayout& pack, WeightFormat format, const CallPointers& p, int m,
+                                OutDtype out, int pitch);
+
+// The staged arm's tensors for one layer, its output rows `pitch` elements apart.
+StagedTensors staged_tensors(const PackLayout& pack, const LayerWeights& w, const Activations& act, int layer, int m,
+                             int pitch);
 
 }  // namespace spark_bench
