@@ -108,15 +108,19 @@ void write_json(const std::string& path, const ordered_json& doc) {
   fs::rename(tmp, path);
 }
 
-template <typename T>
-std::vector<T> parse_list(const std::vector<std::string>& names, T (*parse)(const std::string&)) {
+// The names as spark's keys spell them (the CLI checks membership before these parse).
+template <typename T, typename Parse>
+std::vector<T> parse_list(const std::vector<std::string>& names, Parse parse) {
   std::vector<T> v;
   for (const std::string& n : names) v.push_back(parse(n));
   return v;
 }
 
-WeightFormat parse_weights(const std::string& s) { return s == "mxfp8" ? WeightFormat::kMxfp8 : WeightFormat::kBf16; }
-OutDtype parse_out(const std::string& s) { return s == "e4m3" ? OutDtype::kE4m3 : OutDtype::kBf16; }
+std::vector<std::string> weight_format_names() {
+  std::vector<std::string> v;
+  for (const WeightFormat f : spark::kWeightFormats) v.emplace_back(to_string(f));
+  return v;
+}
 
 std::string clocks_text(const ordered_json& s) {
   if (s.is_null()) return "NVML not available";
@@ -146,9 +150,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 128));
   app.add_option("--nope", nopes, "nope dim K (default 128,192)")->delimiter(',')->check(CLI::IsMember({128, 192}));
   app.add_option("--m", ms, "tokens per call (default 1,2,4,...,8192)")->delimiter(',')->check(CLI::Range(1, SPARK_MLA_QPROJ_MAX_M));
-  app.add_option("--weights", weight_names, "weight formats (default bf16,mxfp8)")
+  app.add_option("--weights", weight_names, "weight formats (default bf16,mxfp8,fp8-block)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"bf16", "mxfp8"}));
+      ->check(CLI::IsMember(weight_format_names()));
   app.add_option("--out", out_names, "output dtypes (default bf16,e4m3)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "e4m3"}));
@@ -187,10 +191,11 @@ int main(int argc, char** argv) {
   o.heads = !heads.empty() ? heads : (quick ? kQuickHeads : kGridHeads);
   o.nopes = !nopes.empty() ? nopes : (quick ? kQuickNope : kGridNope);
   o.ms = !ms.empty() ? ms : (quick ? kQuickM : kGridM);
-  o.weights = !weight_names.empty() ? parse_list(weight_names, parse_weights)
-                                    : (quick ? std::vector<WeightFormat>{WeightFormat::kBf16}
-                                             : std::vector<WeightFormat>{WeightFormat::kBf16, WeightFormat::kMxfp8});
-  o.outs = !out_names.empty() ? parse_list(out_names, parse_out)
+  o.weights = !weight_names.empty()
+                  ? parse_list<WeightFormat>(weight_names, spark::parse_weight_format)
+                  : (quick ? std::vector<WeightFormat>{WeightFormat::kBf16}
+                           : std::vector<WeightFormat>(std::begin(spark::kWeightFormats), std::end(spark::kWeightFormats)));
+  o.outs = !out_names.empty() ? parse_list<OutDtype>(out_names, spark::parse_out_dtype)
                               : std::vector<OutDtype>{OutDtype::kBf16, OutDtype::kE4m3};
   if (!pitches.empty()) o.out_pitches = pitches;
   o.layers = layers;
@@ -348,6 +353,8 @@ int main(int argc, char** argv) {
         {"staged_quant", staged_quant},
         {"staged_mxfp8", "servers dequantise MXFP8 weights to bf16 once at load: the staged arm of an mxfp8 row "
                          "runs the bf16 bmm on those dequantised weights"},
+        {"staged_fp8_block", "likewise for block-FP8 weights, dequantised as RN_bf16(float(e4m3) * scale) with the "
+                             "fp32 product rounded to nearest; scales (1 + f) * 2^e, e in -8..-2"},
         {"spark_pdl", o.pdl},
         {"cublas_workspace_bytes", kCublasWorkspaceBytes},
         {"mem_budget_bytes", env.budget_bytes},

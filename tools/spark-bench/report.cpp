@@ -97,7 +97,9 @@ nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
                       {"out_pitch", r.out_pitch},
                       {"status", r.status}};
   if (!r.message.empty()) j["message"] = r.message;
-  if (r.weights == WeightFormat::kMxfp8) j["staged_weights"] = "bf16, dequantised from the MXFP8 weights at load";
+  if (is_fp8(r.weights))
+    j["staged_weights"] = fmt::format("bf16, dequantised from the {} weights at load",
+                                      r.weights == WeightFormat::kMxfp8 ? "MXFP8" : "block-FP8");
   j["floor_bytes"] = r.bytes;
   j["floor_us"] = rounded(r.floor_us(ceiling_tbps), 4);
   if (!r.ok()) return j;

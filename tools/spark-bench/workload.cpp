@@ -28,9 +28,27 @@ bool sector_aligned_pitch(int pitch, OutDtype out) {
   return (pitch * (out == OutDtype::kBf16 ? 2 : 1)) % kSectorBytes == 0;
 }
 
+int64_t block_rows_read(int heads, int nope) {
+  int64_t count = 0, last = -1;  // the heads' row ranges ascend, so a shared block is the last one
+  for (int h = 0; h < heads; ++h) {
+    const int64_t first_row = static_cast<int64_t>(h) * (nope + kPackExtraRows);
+    const int64_t first = std::max(first_row / kBlock, last + 1);
+    const int64_t end = (first_row + nope - 1) / kBlock;
+    if (end >= first) count += end - first + 1;
+    last = std::max(last, end);
+  }
+  return count;
+}
+
 size_t weight_bytes_read(int heads, int nope, WeightFormat w) {
   const size_t hk = static_cast<size_t>(heads) * nope;
-  return w == WeightFormat::kBf16 ? hk * kLatent * 2 : hk * kLatent + hk * kScalesPerRow;
+  switch (w) {
+    case WeightFormat::kBf16: return hk * kLatent * 2;
+    case WeightFormat::kMxfp8: return hk * kLatent + hk * kScalesPerRow;
+    case WeightFormat::kFp8Block128:
+      return hk * kLatent + static_cast<size_t>(block_rows_read(heads, nope)) * kBlockScaleCols * sizeof(float);
+  }
+  return 0;
 }
 
 double floor_bytes(int heads, int nope, int m, WeightFormat w, OutDtype out) {
@@ -59,8 +77,8 @@ LayerPlan plan_layers(int heads, int nope, WeightFormat format, size_t fixed_byt
   p.requested = requested;
   p.fixed_bytes = fixed_bytes;
   p.bytes_per_layer = pack.bf16_bytes();
-  if (format == WeightFormat::kMxfp8) p.bytes_per_layer += pack.e4m3_bytes() + pack.scale_bytes();
-  // Both arms of a row use the same L; the smaller per-layer read (spark's MXFP8) decides.
+  if (is_fp8(format)) p.bytes_per_layer += pack.e4m3_bytes() + pack.scale_bytes(format);
+  // Both arms of a row use the same L; the smaller per-layer read (spark's FP8) decides.
   const size_t read = weight_bytes_read(heads, nope, format);
   const size_t want_bytes = static_cast<size_t>(kL2Multiple) * l2_bytes;
   const int l2_layers = static_cast<int>((want_bytes + read - 1) / read);
@@ -102,12 +120,19 @@ LayerWeights::LayerWeights(const PackLayout& pack, WeightFormat format, int laye
   bf16_.alloc(pack.bf16_bytes() * n);
   if (format == WeightFormat::kBf16) {
     fill_bf16_random(bf16_.as<uint16_t>(), bf16_.bytes() / 2, seed, kWeightScale, stream);
-  } else {
+  } else if (format == WeightFormat::kMxfp8) {
     e4m3_.alloc(pack.e4m3_bytes() * n);
-    scales_.alloc(pack.scale_bytes() * n);
+    scales_.alloc(pack.scale_bytes(format) * n);
     fill_mxfp8_random(e4m3_.as<uint8_t>(), e4m3_.bytes(), scales_.as<uint8_t>(), scales_.bytes(), seed, stream);
     dequant_mxfp8(e4m3_.as<uint8_t>(), scales_.as<uint8_t>(), bf16_.as<uint16_t>(),
                   static_cast<size_t>(pack.rows()) * n, stream);
+  } else {
+    e4m3_.alloc(pack.e4m3_bytes() * n);
+    scales_.alloc(pack.scale_bytes(format) * n);
+    fill_fp8_block_random(e4m3_.as<uint8_t>(), e4m3_.bytes(), scales_.as<float>(), scales_.bytes() / sizeof(float),
+                          seed, stream);
+    dequant_fp8_block(e4m3_.as<uint8_t>(), scales_.as<float>(), bf16_.as<uint16_t>(),
+                      static_cast<size_t>(pack.rows()), static_cast<size_t>(pack.block_rows()), n, stream);
   }
   BENCH_CUDA(cudaStreamSynchronize(stream));
 }
@@ -118,9 +143,9 @@ const uint16_t* LayerWeights::bf16(int layer) const {
 const uint8_t* LayerWeights::e4m3(int layer) const {
   return e4m3_.get() == nullptr ? nullptr : e4m3_.as<uint8_t>() + static_cast<size_t>(layer) * pack_.e4m3_bytes();
 }
-const uint8_t* LayerWeights::scales(int layer) const {
+const void* LayerWeights::scales(int layer) const {
   return scales_.get() == nullptr ? nullptr
-                                  : scales_.as<uint8_t>() + static_cast<size_t>(layer) * pack_.scale_bytes();
+                                  : scales_.as<uint8_t>() + static_cast<size_t>(layer) * pack_.scale_bytes(format_);
 }
 
 CallPointers call_pointers(const LayerWeights& w, const Activations& act, int layer) {
@@ -154,9 +179,8 @@ spark_mla_qproj_args spark_args(const PackLayout& pack, WeightFormat format, con
   a.w = p.w;
   a.w_stride_h = pack.w_stride_h();
   a.w_stride_k = PackLayout::w_stride_k();
-  // The scale strides are those of the MXFP8 pack in both formats (they are only read for MXFP8).
-  a.w_scale_stride_h = pack.scale_stride_h();
-  a.w_scale_stride_k = PackLayout::scale_stride_k();
+  a.w_scale_stride_h = pack.scale_stride_h(format);
+  a.w_scale_stride_k = PackLayout::scale_stride_k(format);
   a.w_scale = format == WeightFormat::kBf16 ? nullptr : p.w_scale;
   a.out = p.out;
   a.out_stride_h = pitch;
