@@ -124,8 +124,9 @@ __global__ void f32_to_e4m3_kernel(const float4* __restrict__ in, uint2* __restr
   const uint64_t v = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (v >= n_vec) return;
   const float4 a = in[2 * v], b = in[2 * v + 1];
-  out[pitched_vec(v, out_pitch_vecs)] = make_uint2(e4m3x2(a.x, a.y) | (static_cast<uint32_t>(e4m3x2(a.z, a.w)) << 16),
-                      e4m3x2(b.x, b.y) | (static_cast<uint32_t>(e4m3x2(b.z, b.w)) << 16));
+  out[pitched_vec(v, out_pitch_vecs)] =
+      make_uint2(e4m3x2(a.x, a.y) | (static_cast<uint32_t>(e4m3x2(a.z, a.w)) << 16),
+                 e4m3x2(b.x, b.y) | (static_cast<uint32_t>(e4m3x2(b.z, b.w)) << 16));
 }
 
 }  // namespace
@@ -137,6 +138,8 @@ int staged_kernel_count(bool e4m3_out, StagedQuant quant) {
 
 void enqueue_staged(cublasHandle_t cublas, const StagedTensors& t, bool e4m3_out, StagedQuant quant,
                     cudaStream_t stream) {
+  // Checked before anything is enqueued: a throw in the middle would leave a capture half made.
+  if (t.out_pitch < kNR || t.out_pitch % kVec != 0) throw BenchError("enqueue_staged: bad out_pitch");
   const int H = t.heads, K = t.nope, M = t.m;
   const int64_t q_stride_h = K + kR;                          // q_nope.transpose(0, 1): [H, M, K]
   const int64_t q_stride_m = static_cast<int64_t>(H) * (K + kR);
@@ -151,7 +154,6 @@ void enqueue_staged(cublasHandle_t cublas, const StagedTensors& t, bool e4m3_out
                                           static_cast<long long>(M) * kN, H, CUBLAS_COMPUTE_32F,
                                           CUBLAS_GEMM_DEFAULT));
 
-  if (t.out_pitch < kNR || t.out_pitch % kVec != 0) throw BenchError("enqueue_staged: bad out_pitch");
   const uint32_t pitch_vecs = static_cast<uint32_t>(t.out_pitch / kVec);
   const uint64_t out_elems = static_cast<uint64_t>(M) * H * kNR;
   const uint64_t cat_vecs = out_elems / kVec;
