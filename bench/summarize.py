@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Markdown table of a spark-bench JSON (optionally with a --pdl run beside it).
 
+Usage: bench/summarize.py RESULT.json [RESULT-pdl.json]; either may be a comma-separated list of
+files whose rows are taken together (a grid run in parts; the header is the first file's).
 Rows are keyed by (H, K, M, weights, out, out_pitch); files written before out_pitch existed
 read as pitch 576 (contiguous rows).  The pitch column is shown only when a row is padded.
 """
@@ -14,10 +16,14 @@ def key(r):
     return (r["H"], r["K"], r["M"], r["weights"], r["out"], r.get("out_pitch", CONTIGUOUS))
 
 
-def load(path):
-    with open(path) as f:
-        d = json.load(f)
-    return d, {key(r): r for r in d["rows"] if r.get("status") == "ok"}
+def load(paths):
+    first, rows = None, {}
+    for path in paths.split(","):
+        with open(path) as f:
+            d = json.load(f)
+        first = first or d
+        rows.update({key(r): r for r in d["rows"] if r.get("status") == "ok"})
+    return first, rows
 
 
 def main():

@@ -4,6 +4,8 @@
 Usage: bench/targets.py RESULT.json RESULT-pdl.json
 Prints, per target, the range over its rows for each run, so BENCHMARKS.md's headline
 table can be filled from the same files it cites (docs/benchmarks.md states the targets).
+Either argument may be a comma-separated list of files whose rows are taken together (a grid
+run in parts, e.g. one per --out-pitch).
 Rows are keyed by (H, K, M, weights, out, out_pitch); files written before out_pitch existed
 read as pitch 576, and before block FP8 existed simply have no fp8-block rows.
 """
@@ -15,11 +17,14 @@ SECTOR_BYTES = 32     # a DRAM sector: a row pitch of whole sectors keeps every 
 FP8_FORMATS = ("mxfp8", "fp8-block")
 
 
-def load(path):
-    with open(path) as f:
-        d = json.load(f)
-    return {(r["H"], r["K"], r["M"], r["weights"], r["out"], r.get("out_pitch", CONTIGUOUS)): r
-            for r in d["rows"] if r.get("status") == "ok"}
+def load(paths):
+    rows = {}
+    for path in paths.split(","):
+        with open(path) as f:
+            d = json.load(f)
+        rows.update({(r["H"], r["K"], r["M"], r["weights"], r["out"], r.get("out_pitch", CONTIGUOUS)): r
+                     for r in d["rows"] if r.get("status") == "ok"})
+    return rows
 
 
 def rng(values, fmt="{:.2f}"):
@@ -63,8 +68,9 @@ def large_m_report(rows, out):
                         ("e4m3 out", lambda k: k[4] == "e4m3")):
         sel = {k: r for k, r in big.items() if keep(k)}
         pitches = ",".join(str(p) for p in sorted({k[5] for k in sel}))
-        out[f"H>=32 M>=256 bf16 weights, {label} ({pitches or '-'}), fraction of ceiling"] = rng(
-            (r["fraction_of_ceiling"] for r in sel.values()), "{:.0%}")
+        value = rng((r["fraction_of_ceiling"] for r in sel.values()), "{:.0%}")
+        out[f"H>=32 M>=256 bf16 weights, {label}, fraction of ceiling"] = (
+            f"{value} (pitch {pitches})" if sel else value)
 
 
 def report(rows):
