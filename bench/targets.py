@@ -3,16 +3,28 @@
 
 Usage: bench/targets.py RESULT.json RESULT-pdl.json
 Prints, per target, the range over its rows for each run, so BENCHMARKS.md's headline
-table can be filled from the same files it cites.
+table can be filled from the same files it cites (docs/benchmarks.md states the targets).
+Either argument may be a comma-separated list of files whose rows are taken together (a grid
+run in parts, e.g. one per --out-pitch).
+Rows are keyed by (H, K, M, weights, out, out_pitch); files written before out_pitch existed
+read as pitch 576, and before block FP8 existed simply have no fp8-block rows.
 """
 import json
 import sys
 
+CONTIGUOUS = 576      # N + R: out's row pitch when its rows are unpadded
+SECTOR_BYTES = 32     # a DRAM sector: a row pitch of whole sectors keeps every row start aligned
+FP8_FORMATS = ("mxfp8", "fp8-block")
 
-def load(path):
-    with open(path) as f:
-        d = json.load(f)
-    return {(r["H"], r["K"], r["M"], r["weights"], r["out"]): r for r in d["rows"] if r.get("status") == "ok"}
+
+def load(paths):
+    rows = {}
+    for path in paths.split(","):
+        with open(path) as f:
+            d = json.load(f)
+        rows.update({(r["H"], r["K"], r["M"], r["weights"], r["out"], r.get("out_pitch", CONTIGUOUS)): r
+                     for r in d["rows"] if r.get("status") == "ok"})
+    return rows
 
 
 def rng(values, fmt="{:.2f}"):
@@ -22,14 +34,55 @@ def rng(values, fmt="{:.2f}"):
     return (fmt + "–" + fmt).format(min(values), max(values))
 
 
+def aligned(k):
+    return k[5] * (2 if k[4] == "bf16" else 1) % SECTOR_BYTES == 0
+
+
+def name(k):
+    """A row's name; the pitch only where out's rows are padded."""
+    s = f"H={k[0]} K={k[1]} M={k[2]}"
+    return s if k[5] == CONTIGUOUS else f"{s} pitch={k[5]}"
+
+
+def over_bf16(rows, fmt, keep):
+    """spark_us(fmt weights) / spark_us(bf16 weights) of the same (H, K, M, out, pitch)."""
+    twin = lambda k: k[:3] + ("bf16",) + k[4:]
+    return [r["spark_us"] / rows[twin(k)]["spark_us"] for k, r in rows.items()
+            if k[3] == fmt and keep(k) and twin(k) in rows]
+
+
+def fp8_report(rows, out):
+    for fmt in FP8_FORMATS:
+        out[f"{fmt}: H=128 M<=16 time / bf16-weight time"] = rng(over_bf16(rows, fmt, lambda k: k[0] == 128 and k[2] <= 16))
+        out[f"{fmt}: H=128 M<=16 time / own floor"] = rng(
+            r["spark_us"] / r["floor_us"] for k, r in rows.items() if k[3] == fmt and k[0] == 128 and k[2] <= 16)
+        out[f"{fmt}: H>=64 M<=64 time / bf16-weight time"] = rng(over_bf16(rows, fmt, lambda k: k[0] >= 64 and k[2] <= 64))
+        out[f"{fmt}: H<32 M<=16 time / bf16-weight time"] = rng(over_bf16(rows, fmt, lambda k: k[0] < 32 and k[2] <= 16))
+        out[f"{fmt}: M>=256 time / bf16-weight time"] = rng(over_bf16(rows, fmt, lambda k: k[2] >= 256))
+
+
+def large_m_report(rows, out):
+    big = {k: r for k, r in rows.items() if k[0] >= 32 and k[2] >= 256 and k[3] == "bf16"}
+    for label, keep in (("bf16 out, aligned pitch", lambda k: k[4] == "bf16" and aligned(k)),
+                        ("bf16 out, unaligned pitch", lambda k: k[4] == "bf16" and not aligned(k)),
+                        ("e4m3 out", lambda k: k[4] == "e4m3")):
+        sel = {k: r for k, r in big.items() if keep(k)}
+        pitches = ",".join(str(p) for p in sorted({k[5] for k in sel}))
+        value = rng((r["fraction_of_ceiling"] for r in sel.values()), "{:.0%}")
+        out[f"H>=32 M>=256 bf16 weights, {label}, fraction of ceiling"] = (
+            f"{value} (pitch {pitches})" if sel else value)
+
+
 def report(rows):
     out = {}
     dec = {k: r for k, r in rows.items() if k[0] in (8, 11, 16) and k[2] <= 32}
-    out["decode bf16 weights, bf16 out / staged"] = rng(r["ratio"] for k, r in dec.items() if k[3:] == ("bf16", "bf16"))
-    out["decode bf16 weights, e4m3 out / staged"] = rng(r["ratio"] for k, r in dec.items() if k[3:] == ("bf16", "e4m3"))
-    out["decode MXFP8 weights, bf16 out / staged"] = rng(r["ratio"] for k, r in dec.items() if k[3:] == ("mxfp8", "bf16"))
-    over = sorted(f"H={k[0]} K={k[1]} M={k[2]}: {r['ratio']:.3f}" for k, r in dec.items()
-                  if k[3:] == ("bf16", "bf16") and r["ratio"] > 0.5)
+    out["decode bf16 weights, bf16 out / staged"] = rng(r["ratio"] for k, r in dec.items() if k[3:5] == ("bf16", "bf16"))
+    out["decode bf16 weights, e4m3 out / staged"] = rng(r["ratio"] for k, r in dec.items() if k[3:5] == ("bf16", "e4m3"))
+    out["decode MXFP8 weights, bf16 out / staged"] = rng(r["ratio"] for k, r in dec.items() if k[3:5] == ("mxfp8", "bf16"))
+    out["decode block-FP8 weights, bf16 out / staged"] = rng(
+        r["ratio"] for k, r in dec.items() if k[3:5] == ("fp8-block", "bf16"))
+    over = sorted(f"{name(k)}: {r['ratio']:.3f}" for k, r in dec.items()
+                  if k[3:5] == ("bf16", "bf16") and r["ratio"] > 0.5)
     out["decode bf16/bf16 rows above 0.5"] = f"{len(over)}: " + "; ".join(over)
     h8 = [r["spark_us"] for k, r in rows.items() if k[0] == 8 and k[2] <= 16 and k[3] == "bf16"]
     out["H=8, M<=16, bf16 weights, us"] = rng(h8)
@@ -39,14 +92,14 @@ def report(rows):
                  if k[0] == 128 and k[1] == K and k[2] in ms and k[3] == "bf16"]
             out[f"H=128 K={K} {label} bf16 weights / floor"] = rng(v)
     for o in ("bf16", "e4m3"):
-        v = [r["fraction_of_ceiling"] for k, r in rows.items() if k[0] >= 64 and k[2] >= 64 and k[3] == "bf16" and k[4] == o]
+        v = [r["fraction_of_ceiling"] for k, r in rows.items()
+             if k[0] >= 64 and k[2] >= 64 and k[3] == "bf16" and k[4] == o and aligned(k)]
         out[f"H>=64 M>=64 bf16 weights, {o} out, fraction of ceiling"] = rng(v, "{:.0%}")
-    ratios = [rows[k]["spark_us"] / rows[(k[0], k[1], k[2], "bf16", k[4])]["spark_us"]
-              for k in rows if k[0] == 128 and k[2] <= 64 and k[3] == "mxfp8" and (k[0], k[1], k[2], "bf16", k[4]) in rows]
-    out["H=128 M<=64 MXFP8 / bf16-weight time"] = rng(ratios)
+    large_m_report(rows, out)
+    fp8_report(rows, out)
     slow = sorted(((r["ratio"], k) for k, r in rows.items() if r["ratio"] > 1.0), reverse=True)
     out["rows slower than staged"] = f"{len(slow)} of {len(rows)}: " + "; ".join(
-        f"H={k[0]} K={k[1]} M={k[2]} {k[3]}/{k[4]} {x:.3f}" for x, k in slow)
+        f"{name(k)} {k[3]}/{k[4]} {x:.3f}" for x, k in slow)
     return out
 
 
@@ -54,8 +107,8 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     base, pdl = report(load(sys.argv[1])), report(load(sys.argv[2]))
-    for name in base:
-        print(f"{name}\n  PDL off: {base[name]}\n  PDL on:  {pdl[name]}")
+    for label in base:
+        print(f"{label}\n  PDL off: {base[label]}\n  PDL on:  {pdl[label]}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ namespace spark_bench {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr uint32_t kOutCols = 576;  // N + R: the columns compared; the rest of a row is pad
 
 unsigned blocks_for(uint64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
@@ -106,30 +107,77 @@ __global__ void dequant_kernel(const uint2* __restrict__ values, const uint8_t* 
   out[v] = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
+__global__ void fill_block_scales_kernel(float* __restrict__ dst, uint64_t n, uint64_t seed) {
+  const uint64_t v = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= n) return;
+  const uint64_t h = mix64(seed ^ v);
+  const int e = -8 + static_cast<int>((h >> 32) % 7);
+  const float mantissa = 1.0f + static_cast<float>(h & 0x7FFFFFu) * (1.0f / 8388608.0f);  // exact: 23 bits
+  dst[v] = ldexpf(mantissa, e);
+}
+
+// One thread per 8 values (never straddles a 128-column block).
+__global__ void dequant_block_kernel(const uint2* __restrict__ values, const float* __restrict__ scales,
+                                     uint4* __restrict__ out, uint64_t n_vec, uint64_t rows_per_pack,
+                                     uint64_t scale_rows_per_pack) {
+  const uint64_t v = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= n_vec) return;
+  const uint64_t row = v / 64, col = (v % 64) * 8;  // 512 values per row
+  const uint64_t pack = row / rows_per_pack, p = row % rows_per_pack;
+  const float s = scales[(pack * scale_rows_per_pack + p / 128) * 4 + col / 128];
+  const uint2 x = values[v];
+  const uint32_t codes[2] = {x.x, x.y};
+  uint32_t words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint16_t b[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int e = 2 * i + j;
+      __nv_fp8_e4m3 q;
+      q.__x = static_cast<__nv_fp8_storage_t>((codes[e / 4] >> (8 * (e % 4))) & 0xFFu);
+      // float(e4m3) is exact; __fmul_rn rounds the fp32 product to nearest (never contracted
+      // into an FMA), then one round to nearest even to bf16: the checkpoints' rule.
+      const __nv_bfloat16 bw = __float2bfloat16_rn(__fmul_rn(static_cast<float>(q), s));
+      b[j] = *reinterpret_cast<const uint16_t*>(&bw);
+    }
+    words[i] = b[0] | (static_cast<uint32_t>(b[1]) << 16);
+  }
+  out[v] = make_uint4(words[0], words[1], words[2], words[3]);
+}
+
 __device__ __forceinline__ int ordered_bf16(uint32_t b) { return (b & 0x8000u) ? -static_cast<int>(b & 0x7FFFu) : static_cast<int>(b); }
 __device__ __forceinline__ int ordered_e4m3(uint32_t b) { return (b & 0x80u) ? -static_cast<int>(b & 0x7Fu) : static_cast<int>(b); }
 __device__ __forceinline__ bool bf16_nan(uint32_t b) { return (b & 0x7FFFu) > 0x7F80u; }
 __device__ __forceinline__ bool e4m3_nan(uint32_t b) { return (b & 0x7Fu) == 0x7Fu; }
 
-__device__ __forceinline__ void add_counts(unsigned long long* counters, unsigned diff, unsigned bad, unsigned nan_a) {
+__device__ __forceinline__ void add_counts(unsigned long long* counters, unsigned diff, unsigned bad, unsigned nan_a,
+                                           unsigned pad) {
   diff = __reduce_add_sync(0xFFFFFFFFu, diff);
   bad = __reduce_add_sync(0xFFFFFFFFu, bad);
   nan_a = __reduce_add_sync(0xFFFFFFFFu, nan_a);
+  pad = __reduce_add_sync(0xFFFFFFFFu, pad);
   if ((threadIdx.x & 31) == 0) {
     if (diff) atomicAdd(&counters[0], static_cast<unsigned long long>(diff));
     if (bad) atomicAdd(&counters[1], static_cast<unsigned long long>(bad));
     if (nan_a) atomicAdd(&counters[2], static_cast<unsigned long long>(nan_a));
+    if (pad) atomicAdd(&counters[3], static_cast<unsigned long long>(pad));
   }
 }
 
-// Grid-stride loops; no thread returns early, so the warp reductions at the end see all 32
-// lanes (blockDim is a multiple of 32).
+// Grid-stride loops over every element of the rows, pad included; no thread returns early, so
+// the warp reductions at the end see all 32 lanes (blockDim is a multiple of 32).
 __global__ void compare_bf16_kernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, uint64_t n,
-                                    unsigned long long* counters, float abs_tol) {
-  unsigned diff = 0, bad = 0, nan_a = 0;
+                                    uint32_t pitch, unsigned long long* counters, float abs_tol) {
+  unsigned diff = 0, bad = 0, nan_a = 0, pad = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const uint32_t x = a[i], y = b[i];
+    const uint32_t x = a[i];
+    if (i % pitch >= kOutCols) {
+      pad += x != 0xFFFFu;
+      continue;
+    }
+    const uint32_t y = b[i];
     if (x == y && !bf16_nan(x)) continue;
     diff += x != y;
     nan_a += bf16_nan(x);
@@ -141,21 +189,26 @@ __global__ void compare_bf16_kernel(const uint16_t* __restrict__ a, const uint16
     const float fx = __uint_as_float(x << 16), fy = __uint_as_float(y << 16);
     if (ulps > 1 && fabsf(fx - fy) > abs_tol) ++bad;
   }
-  add_counts(counters, diff, bad, nan_a);
+  add_counts(counters, diff, bad, nan_a, pad);
 }
 
 __global__ void compare_e4m3_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b, uint64_t n,
-                                    unsigned long long* counters) {
-  unsigned diff = 0, bad = 0, nan_a = 0;
+                                    uint32_t pitch, unsigned long long* counters) {
+  unsigned diff = 0, bad = 0, nan_a = 0, pad = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const uint32_t x = a[i], y = b[i];
+    const uint32_t x = a[i];
+    if (i % pitch >= kOutCols) {
+      pad += x != 0xFFu;
+      continue;
+    }
+    const uint32_t y = b[i];
     if (x == y && !e4m3_nan(x)) continue;
     diff += x != y;
     nan_a += e4m3_nan(x);
     if (e4m3_nan(x) || e4m3_nan(y) || abs(ordered_e4m3(x) - ordered_e4m3(y)) > 1) ++bad;
   }
-  add_counts(counters, diff, bad, nan_a);
+  add_counts(counters, diff, bad, nan_a, pad);
 }
 
 __global__ void spin_kernel(uint64_t ns) {
@@ -204,16 +257,47 @@ void dequant_mxfp8(const uint8_t* values, const uint8_t* scales, uint16_t* out, 
   BENCH_CUDA(cudaGetLastError());
 }
 
-void compare_bf16(const uint16_t* a, const uint16_t* b, size_t n, unsigned long long* counters, cudaStream_t stream) {
+void fill_fp8_block_random(uint8_t* values, size_t n_values, float* scales, size_t n_scales, uint64_t seed,
+                           cudaStream_t stream) {
+  if (n_values % 16 != 0) throw BenchError("fill_fp8_block_random: n_values must be a multiple of 16");
+  if (n_values > 0) {
+    fill_e4m3_kernel<<<blocks_for(n_values / 16), kThreads, 0, stream>>>(reinterpret_cast<uint4*>(values),
+                                                                         n_values / 16, seed);
+    BENCH_CUDA(cudaGetLastError());
+  }
+  if (n_scales > 0) {
+    fill_block_scales_kernel<<<blocks_for(n_scales), kThreads, 0, stream>>>(scales, n_scales, seed ^ 0xB10C5ull);
+    BENCH_CUDA(cudaGetLastError());
+  }
+}
+
+void dequant_fp8_block(const uint8_t* values, const float* scales, uint16_t* out, size_t rows_per_pack,
+                       size_t scale_rows_per_pack, size_t packs, cudaStream_t stream) {
+  if (scale_rows_per_pack * 128 < rows_per_pack) throw BenchError("dequant_fp8_block: too few scale rows");
+  const uint64_t n_vec = static_cast<uint64_t>(rows_per_pack) * packs * 64;
+  if (n_vec == 0) return;
+  dequant_block_kernel<<<blocks_for(n_vec), kThreads, 0, stream>>>(reinterpret_cast<const uint2*>(values), scales,
+                                                                   reinterpret_cast<uint4*>(out), n_vec,
+                                                                   rows_per_pack, scale_rows_per_pack);
+  BENCH_CUDA(cudaGetLastError());
+}
+
+void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream) {
+  if (pitch < static_cast<int>(kOutCols)) throw BenchError("compare_bf16: pitch below 576");
+  const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
-  compare_bf16_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, counters,
+  compare_bf16_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(pitch), counters,
                                                                   static_cast<float>(kCompareAbsTol));
   BENCH_CUDA(cudaGetLastError());
 }
 
-void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t n, unsigned long long* counters, cudaStream_t stream) {
+void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream) {
+  if (pitch < static_cast<int>(kOutCols)) throw BenchError("compare_e4m3: pitch below 576");
+  const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
-  compare_e4m3_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, counters);
+  compare_e4m3_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(pitch), counters);
   BENCH_CUDA(cudaGetLastError());
 }
 

@@ -1,5 +1,5 @@
 // Device-side helpers of spark-bench: random data made on the GPU (gigabytes of weights would
-// take seconds on the host), the MXFP8 -> bf16 dequantisation a server does at load time, an
+// take seconds on the host), the FP8 -> bf16 dequantisation a server does at load time, an
 // output comparison that never copies the outputs back, and a spin kernel that holds the
 // stream while the host enqueues a timed batch.
 #pragma once
@@ -24,13 +24,32 @@ void fill_mxfp8_random(uint8_t* values, size_t n_values, uint8_t* scales, size_t
 // `rows` dense rows of 512 values / 16 scale bytes (a whole [H, K+256, 512] pack at once).
 void dequant_mxfp8(const uint8_t* values, const uint8_t* scales, uint16_t* out, size_t rows, cudaStream_t stream);
 
-// Comparison of two outputs of n elements (bf16 or e4m3 bits).  counters (device, 3 x u64,
-// accumulated, zero them first): [0] elements whose bits differ, [1] "bad" elements: a NaN
-// in either, or more than 1 ulp (1 code for e4m3) apart and, for bf16, also more than
-// kCompareAbsTol apart (a near-zero sum may legitimately differ by more ulps), [2] NaN in a.
+// Block FP8 weights: values[0..n_values) e4m3 codes as fill_mxfp8_random makes them;
+// scales[0..n_scales) fp32 block scales (1 + f) * 2^e, e uniform in -8..-2 and f uniform in
+// [0, 1) with 23 random bits: arbitrary mantissas, like a checkpoint's weight_scale_inv (amax /
+// 448), so the product's rounding matters.  n_values a multiple of 16.
+void fill_fp8_block_random(uint8_t* values, size_t n_values, float* scales, size_t n_scales, uint64_t seed,
+                           cudaStream_t stream);
+
+// out[p, c] = RN_bf16(float(values[p, c]) * scales[p / 128, c / 128]), the fp32 product rounded
+// to nearest, then once to bf16 (as the checkpoints define block FP8), for `packs` packs of
+// rows_per_pack dense rows of 512 values, each followed by its own scale_rows_per_pack rows of
+// 4 scales (the L layers' packs at once).
+void dequant_fp8_block(const uint8_t* values, const float* scales, uint16_t* out, size_t rows_per_pack,
+                       size_t scale_rows_per_pack, size_t packs, cudaStream_t stream);
+
+// Comparison of two outputs of `rows` rows of 576 elements (bf16 or e4m3 bits), rows `pitch`
+// elements apart in both.  counters (device, kCompareCounters x u64, accumulated, zero them
+// first): [0] elements whose bits differ, [1] "bad" elements: a NaN in either, or more than 1
+// ulp (1 code for e4m3) apart and, for bf16, also more than kCompareAbsTol apart (a near-zero
+// sum may legitimately differ by more ulps), [2] NaN in a, [3] elements of a's pad columns
+// (576..pitch) that no longer hold the poison byte 0xFF: a wrote where it must not.
 constexpr double kCompareAbsTol = 1e-4;
-void compare_bf16(const uint16_t* a, const uint16_t* b, size_t n, unsigned long long* counters, cudaStream_t stream);
-void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t n, unsigned long long* counters, cudaStream_t stream);
+constexpr int kCompareCounters = 4;
+void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream);
+void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int pitch, unsigned long long* counters,
+                  cudaStream_t stream);
 
 // A one-thread kernel that busy-waits for `ns` nanoseconds of GPU time.
 void spin(uint64_t ns, cudaStream_t stream);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,10 +45,16 @@ constexpr size_t kCeilingCopyBytes = size_t{2} << 30;
 constexpr int kCeilingReps = 10;
 constexpr size_t kAssumedL2Bytes = size_t{50} << 20;  // --dry-run without a GPU (H100 / H200)
 constexpr size_t kFreeMemoryMargin = size_t{1} << 30;
+// The default --mem-gib.  H = 128, K = 192 at M = 8192 needs ~4.4 GiB of activations (out
+// alone is 1.2 GB per arm) beside ~5.4 GiB of FP8 weights for 64 layers, and more with padded
+// rows and --staged-quant eager; 32 GiB holds every default row on an 80 GB H100 or a 141 GB
+// H200 (the budget is capped by the free memory anyway).
+constexpr double kDefaultMemGib = 32.0;
 
 const std::vector<int> kGridHeads = {8, 11, 16, 32, 64, 128};
 const std::vector<int> kGridNope = {128, 192};
-const std::vector<int> kGridM = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+// Up to the API's largest M (SPARK_MLA_QPROJ_MAX_M): prefill chunks and big decode batches.
+const std::vector<int> kGridM = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
 const std::vector<int> kQuickHeads = {8, 16, 128};
 const std::vector<int> kQuickNope = {192};
 const std::vector<int> kQuickM = {1, 16, 64, 256};
@@ -101,15 +108,19 @@ void write_json(const std::string& path, const ordered_json& doc) {
   fs::rename(tmp, path);
 }
 
-template <typename T>
-std::vector<T> parse_list(const std::vector<std::string>& names, T (*parse)(const std::string&)) {
+// The names as spark's keys spell them (the CLI checks membership before these parse).
+template <typename T, typename Parse>
+std::vector<T> parse_list(const std::vector<std::string>& names, Parse parse) {
   std::vector<T> v;
   for (const std::string& n : names) v.push_back(parse(n));
   return v;
 }
 
-WeightFormat parse_weights(const std::string& s) { return s == "mxfp8" ? WeightFormat::kMxfp8 : WeightFormat::kBf16; }
-OutDtype parse_out(const std::string& s) { return s == "e4m3" ? OutDtype::kE4m3 : OutDtype::kBf16; }
+std::vector<std::string> weight_format_names() {
+  std::vector<std::string> v;
+  for (const WeightFormat f : spark::kWeightFormats) v.emplace_back(to_string(f));
+  return v;
+}
 
 std::string clocks_text(const ordered_json& s) {
   if (s.is_null()) return "NVML not available";
@@ -126,10 +137,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "spark-bench: time spark's fused MLA query projection against the staged cuBLAS path (bmm -> concat "
       "[-> e4m3 quant]) in CUDA-graph replay over many layers' weights.  See bench/README.md."};
-  std::vector<int> heads, nopes, ms;
+  std::vector<int> heads, nopes, ms, pitches;
   std::vector<std::string> weight_names, out_names;
   int layers = 64, replays = 30, warmup = 2, device = 0;
-  double mem_gib = 8.0;
+  double mem_gib = kDefaultMemGib;
   bool pdl = false, quick = false, dry_run = false;
   std::string json_path, staged_quant = "fused";
   spark_tools::apply_conventions(app, "spark-bench");
@@ -138,13 +149,25 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 128));
   app.add_option("--nope", nopes, "nope dim K (default 128,192)")->delimiter(',')->check(CLI::IsMember({128, 192}));
-  app.add_option("--m", ms, "tokens per call (default 1,2,4,...,1024)")->delimiter(',')->check(CLI::Range(1, SPARK_MLA_QPROJ_MAX_M));
-  app.add_option("--weights", weight_names, "weight formats (default bf16,mxfp8)")
+  app.add_option("--m", ms, "tokens per call (default 1,2,4,...,8192)")->delimiter(',')->check(CLI::Range(1, SPARK_MLA_QPROJ_MAX_M));
+  app.add_option("--weights", weight_names, "weight formats (default bf16,mxfp8,fp8-block)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"bf16", "mxfp8"}));
+      ->check(CLI::IsMember(weight_format_names()));
   app.add_option("--out", out_names, "output dtypes (default bf16,e4m3)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "e4m3"}));
+  app.add_option("--out-pitch", pitches,
+                 "out's row pitch in elements (out_stride_h; out_stride_m = H * pitch), each >= 576 and a multiple of "
+                 "8: 576 contiguous (default), 640 padded to whole 32-byte sectors, 584 padded but not")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            int pitch = 0;
+            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), pitch);
+            if (ec != std::errc() || end != v.data() + v.size()) return v + " is not an integer";
+            return out_pitch_problem(pitch);
+          },
+          "PITCH"));
   app.add_option("--layers", layers, "minimum layers with distinct weights per graph (raised so they hold >= 4x the L2)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--replays", replays, "timed graph replays per arm (median reported)")->check(CLI::Range(1, 100000));
@@ -168,11 +191,13 @@ int main(int argc, char** argv) {
   o.heads = !heads.empty() ? heads : (quick ? kQuickHeads : kGridHeads);
   o.nopes = !nopes.empty() ? nopes : (quick ? kQuickNope : kGridNope);
   o.ms = !ms.empty() ? ms : (quick ? kQuickM : kGridM);
-  o.weights = !weight_names.empty() ? parse_list(weight_names, parse_weights)
-                                    : (quick ? std::vector<WeightFormat>{WeightFormat::kBf16}
-                                             : std::vector<WeightFormat>{WeightFormat::kBf16, WeightFormat::kMxfp8});
-  o.outs = !out_names.empty() ? parse_list(out_names, parse_out)
+  o.weights = !weight_names.empty()
+                  ? parse_list<WeightFormat>(weight_names, spark::parse_weight_format)
+                  : (quick ? std::vector<WeightFormat>{WeightFormat::kBf16}
+                           : std::vector<WeightFormat>(std::begin(spark::kWeightFormats), std::end(spark::kWeightFormats)));
+  o.outs = !out_names.empty() ? parse_list<OutDtype>(out_names, spark::parse_out_dtype)
                               : std::vector<OutDtype>{OutDtype::kBf16, OutDtype::kE4m3};
+  if (!pitches.empty()) o.out_pitches = pitches;
   o.layers = layers;
   o.replays = replays;
   o.warmup = warmup;
@@ -317,6 +342,10 @@ int main(int argc, char** argv) {
         {"per_layer", "replay time / layers"},
         {"statistic", "median over replays (min and max also given)"},
         {"shared_buffers", "q, out and the staged scratch tensors are shared by all layers of a row"},
+        {"out_pitches", o.out_pitches},
+        {"out_layout", "out is a view of a [M, H, out_pitch] buffer (out_stride_h out_pitch, out_stride_m "
+                       "H * out_pitch) in both arms; the staged arm's last kernel writes it; only the 576 "
+                       "columns are compared, and spark's pad columns must keep the poison bytes"},
         {"check", "spark vs staged outputs compared on the GPU for layer 0 before timing and for the last layer "
                   "after it; bad = NaN, or > 1 ulp and (bf16) > 1e-4 apart"},
         {"staged", "cublasGemmStridedBatchedEx (bf16, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) -> [H,M,512]; "
@@ -324,11 +353,13 @@ int main(int argc, char** argv) {
         {"staged_quant", staged_quant},
         {"staged_mxfp8", "servers dequantise MXFP8 weights to bf16 once at load: the staged arm of an mxfp8 row "
                          "runs the bf16 bmm on those dequantised weights"},
+        {"staged_fp8_block", "likewise for block-FP8 weights, dequantised as RN_bf16(float(e4m3) * scale) with the "
+                             "fp32 product rounded to nearest; scales (1 + f) * 2^e, e in -8..-2"},
         {"spark_pdl", o.pdl},
         {"cublas_workspace_bytes", kCublasWorkspaceBytes},
         {"mem_budget_bytes", env.budget_bytes},
         {"q_scale", kQScale},
-        {"floor", "bytes (weights read + q_nope + q_pe + out) / ceiling"}};
+        {"floor", "bytes (weights read + q_nope + q_pe + out's 576 columns, never the pad) / ceiling"}};
     doc["ceiling_tbps"] = ceiling.tbps;
     doc["ceiling"] = {{"copy_bytes", ceiling.copy_bytes},
                       {"counts", "bytes read + bytes written"},

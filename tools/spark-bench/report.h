@@ -19,22 +19,26 @@ struct CheckCounts {
   unsigned long long differ = 0;     // bits differ
   unsigned long long bad = 0;        // > 1 ulp (and > the absolute tolerance) apart, or NaN
   unsigned long long nan_spark = 0;
+  unsigned long long pad_written = 0;  // elements of spark's pad columns (576..pitch) it wrote
 };
 
 struct Row {
   int heads = 0, nope = 0, m = 0;
   WeightFormat weights = WeightFormat::kBf16;
   OutDtype out = OutDtype::kBf16;
+  int out_pitch = kOutCols;   // elements between out's rows (m, h)
   std::string status = "ok";  // "ok", "unsupported", "error"
   std::string message;
   int layers = 0;
   Samples spark, staged;
   bool host_starved = false;
   CheckCounts pre, post;  // layer 0 before timing; the graphs' last layer after timing
-  double bytes = 0.0;     // floor_bytes()
+  double bytes = 0.0;     // floor_bytes(): the logical bytes, never a pitch's pad
 
   bool ok() const { return status == "ok"; }
-  bool check_ok() const { return pre.bad == 0 && post.bad == 0; }
+  bool check_ok() const {
+    return pre.bad == 0 && post.bad == 0 && pre.pad_written == 0 && post.pad_written == 0;
+  }
   double spark_us() const { return spark.median(); }
   double staged_us() const { return staged.median(); }
   double ratio() const { return spark_us() / staged_us(); }

@@ -22,11 +22,12 @@ static_assert(kN % kVec == 0 && kR % kVec == 0, "rows must split into 16-byte ve
 unsigned blocks_for(uint64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
 // out[m, h, 0:N] = bmm_out[h, m, :], out[m, h, N:N+R] = q_pe[m, h, :]: one thread per 16-byte
-// vector of out, so the writes are fully contiguous and every 32-thread warp reads 512
-// contiguous bytes of one bmm_out row (or 128 of one q_pe row).
+// vector of out, so the writes are contiguous within each row (and across rows when they are
+// unpadded) and every 32-thread warp reads 512 contiguous bytes of one bmm_out row (or 128 of
+// one q_pe row).  out's rows are out_pitch_vecs 16-byte vectors apart.
 __global__ void concat_kernel(const uint4* __restrict__ bmm_out, const uint16_t* __restrict__ q_pe,
                               int64_t q_pe_stride_m, int64_t q_pe_stride_h, uint4* __restrict__ out, int m_rows,
-                              int heads) {
+                              int heads, uint32_t out_pitch_vecs) {
   const uint64_t v = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const uint64_t total = static_cast<uint64_t>(m_rows) * heads * kRowVecs;
   if (v >= total) return;
@@ -39,7 +40,7 @@ __global__ void concat_kernel(const uint4* __restrict__ bmm_out, const uint16_t*
   } else {
     val = *reinterpret_cast<const uint4*>(q_pe + m * q_pe_stride_m + h * q_pe_stride_h + (col - kBmmVecs) * kVec);
   }
-  out[v] = val;
+  out[static_cast<uint64_t>(row) * out_pitch_vecs + col] = val;
 }
 
 // clamp(x, -448, 448) keeping NaN (as torch.clamp does; fminf/fmaxf would drop it).
@@ -49,9 +50,16 @@ __device__ __forceinline__ uint16_t e4m3x2(float lo, float hi) {
   return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
 }
 
-// out = e4m3(clamp(float(x) * rcp_rn(*q_scale), +-448)) for 8 elements per thread.
+// Where the 8 elements of contiguous vector v land in an output whose rows are pitch_vecs
+// 8-element vectors apart.
+__device__ __forceinline__ uint64_t pitched_vec(uint64_t v, uint32_t pitch_vecs) {
+  return (v / kRowVecs) * pitch_vecs + v % kRowVecs;
+}
+
+// out = e4m3(clamp(float(x) * rcp_rn(*q_scale), +-448)) for 8 elements per thread; in is
+// contiguous, out's rows are out_pitch_vecs 8-byte vectors apart.
 __global__ void quant_fused_kernel(const uint4* __restrict__ in, uint2* __restrict__ out, uint64_t n_vec,
-                                   const float* __restrict__ q_scale) {
+                                   const float* __restrict__ q_scale, uint32_t out_pitch_vecs) {
   const uint64_t v = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (v >= n_vec) return;
   const float inv = __frcp_rn(*q_scale);
@@ -65,8 +73,8 @@ __global__ void quant_fused_kernel(const uint4* __restrict__ in, uint2* __restri
     const float2 f = __bfloat1622float2(pair);
     packed[i] = e4m3x2(clamp448(f.x * inv), clamp448(f.y * inv));
   }
-  out[v] = make_uint2(packed[0] | (static_cast<uint32_t>(packed[1]) << 16),
-                      packed[2] | (static_cast<uint32_t>(packed[3]) << 16));
+  out[pitched_vec(v, out_pitch_vecs)] = make_uint2(packed[0] | (static_cast<uint32_t>(packed[1]) << 16),
+                                                   packed[2] | (static_cast<uint32_t>(packed[3]) << 16));
 }
 
 // Eager PyTorch, one op per kernel, 8 elements per thread.
@@ -111,12 +119,14 @@ __global__ void clamp_kernel(const float4* __restrict__ in, float4* __restrict__
   }
 }
 
-__global__ void f32_to_e4m3_kernel(const float4* __restrict__ in, uint2* __restrict__ out, uint64_t n_vec) {
+__global__ void f32_to_e4m3_kernel(const float4* __restrict__ in, uint2* __restrict__ out, uint64_t n_vec,
+                                   uint32_t out_pitch_vecs) {
   const uint64_t v = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (v >= n_vec) return;
   const float4 a = in[2 * v], b = in[2 * v + 1];
-  out[v] = make_uint2(e4m3x2(a.x, a.y) | (static_cast<uint32_t>(e4m3x2(a.z, a.w)) << 16),
-                      e4m3x2(b.x, b.y) | (static_cast<uint32_t>(e4m3x2(b.z, b.w)) << 16));
+  out[pitched_vec(v, out_pitch_vecs)] =
+      make_uint2(e4m3x2(a.x, a.y) | (static_cast<uint32_t>(e4m3x2(a.z, a.w)) << 16),
+                 e4m3x2(b.x, b.y) | (static_cast<uint32_t>(e4m3x2(b.z, b.w)) << 16));
 }
 
 }  // namespace
@@ -128,6 +138,8 @@ int staged_kernel_count(bool e4m3_out, StagedQuant quant) {
 
 void enqueue_staged(cublasHandle_t cublas, const StagedTensors& t, bool e4m3_out, StagedQuant quant,
                     cudaStream_t stream) {
+  // Checked before anything is enqueued: a throw in the middle would leave a capture half made.
+  if (t.out_pitch < kNR || t.out_pitch % kVec != 0) throw BenchError("enqueue_staged: bad out_pitch");
   const int H = t.heads, K = t.nope, M = t.m;
   const int64_t q_stride_h = K + kR;                          // q_nope.transpose(0, 1): [H, M, K]
   const int64_t q_stride_m = static_cast<int64_t>(H) * (K + kR);
@@ -142,18 +154,21 @@ void enqueue_staged(cublasHandle_t cublas, const StagedTensors& t, bool e4m3_out
                                           static_cast<long long>(M) * kN, H, CUBLAS_COMPUTE_32F,
                                           CUBLAS_GEMM_DEFAULT));
 
+  const uint32_t pitch_vecs = static_cast<uint32_t>(t.out_pitch / kVec);
   const uint64_t out_elems = static_cast<uint64_t>(M) * H * kNR;
   const uint64_t cat_vecs = out_elems / kVec;
+  // bf16 output: the concat writes the pitched output itself; e4m3: a contiguous temporary.
   concat_kernel<<<blocks_for(cat_vecs), kThreads, 0, stream>>>(
       reinterpret_cast<const uint4*>(t.bmm_out), t.q + K, q_stride_m, q_stride_h, reinterpret_cast<uint4*>(t.cat_out),
-      M, H);
+      M, H, e4m3_out ? static_cast<uint32_t>(kRowVecs) : pitch_vecs);
   BENCH_CUDA(cudaGetLastError());
   if (!e4m3_out) return;
 
   const unsigned blocks = blocks_for(cat_vecs);
   if (quant == StagedQuant::kFused) {
     quant_fused_kernel<<<blocks, kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(t.cat_out),
-                                                        reinterpret_cast<uint2*>(t.out_e4m3), cat_vecs, t.q_scale);
+                                                        reinterpret_cast<uint2*>(t.out_e4m3), cat_vecs, t.q_scale,
+                                                        pitch_vecs);
     BENCH_CUDA(cudaGetLastError());
     return;
   }
@@ -165,7 +180,8 @@ void enqueue_staged(cublasHandle_t cublas, const StagedTensors& t, bool e4m3_out
   BENCH_CUDA(cudaGetLastError());
   clamp_kernel<<<blocks, kThreads, 0, stream>>>(b, a, cat_vecs);
   BENCH_CUDA(cudaGetLastError());
-  f32_to_e4m3_kernel<<<blocks, kThreads, 0, stream>>>(a, reinterpret_cast<uint2*>(t.out_e4m3), cat_vecs);
+  f32_to_e4m3_kernel<<<blocks, kThreads, 0, stream>>>(a, reinterpret_cast<uint2*>(t.out_e4m3), cat_vecs,
+                                                      pitch_vecs);
   BENCH_CUDA(cudaGetLastError());
 }
 

@@ -8,6 +8,10 @@
 //               kFused: one kernel, x * (1/scale) (spark's rule, a torch.compile'd server's shape)
 //               kEager: four kernels like eager PyTorch (to float, divide, clamp, to e4m3)
 //
+// The output (cat_out for bf16, out for e4m3) is the same view of a pitched buffer that spark
+// writes: rows (m, h) out_pitch elements apart, the pad columns never written.  The e4m3 path's
+// concat and fp32 temporaries are contiguous, as PyTorch allocates them.
+//
 // The concat and quant kernels are vectorised (16-byte accesses) and coalesced: at least as
 // fast as PyTorch's own, never deliberately slow.
 #pragma once
@@ -24,12 +28,14 @@ enum class StagedQuant { kFused, kEager };
 // Every pointer is a device pointer; bf16 and e4m3 tensors are passed as raw bits.
 struct StagedTensors {
   int heads = 0, nope = 0, m = 0;  // H, K, M (N = 512, R = 64)
+  int out_pitch = 576;             // elements between output rows (m, h): >= N+R, a multiple of 8
   const uint16_t* q = nullptr;     // [M, H, K+R] bf16, token-major: q_nope = q, q_pe = q + K
   const uint16_t* w = nullptr;     // bf16 [H, K, N] view (w_stride_h, w_stride_k; N contiguous)
   int64_t w_stride_h = 0, w_stride_k = 0;
   uint16_t* bmm_out = nullptr;     // [H, M, N] bf16 scratch
-  uint16_t* cat_out = nullptr;     // [M, H, N+R] bf16: the output itself for bf16 output
-  uint8_t* out_e4m3 = nullptr;     // [M, H, N+R] e4m3 (e4m3 output only)
+  uint16_t* cat_out = nullptr;     // [M, H, N+R] bf16: the output itself for bf16 output (rows
+                                   // out_pitch apart), else a contiguous temporary
+  uint8_t* out_e4m3 = nullptr;     // [M, H, N+R] e4m3, rows out_pitch apart (e4m3 output only)
   float* f32_a = nullptr;          // [M, H, N+R] fp32 scratch (kEager only)
   float* f32_b = nullptr;          // [M, H, N+R] fp32 scratch (kEager only)
   const float* q_scale = nullptr;  // device fp32 scalar (e4m3 output only)

@@ -1,5 +1,7 @@
 #include "tools/spark-bench/workload.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -9,13 +11,44 @@ namespace spark_bench {
 
 namespace {
 
-size_t out_elems(int heads, int m) { return static_cast<size_t>(m) * heads * kOutCols; }
+size_t out_elems(int heads, int m, int pitch = kOutCols) { return static_cast<size_t>(m) * heads * pitch; }
 
 }  // namespace
 
+std::string out_pitch_problem(int pitch) {
+  if (pitch >= kOutCols && pitch % kOutPitchMultiple == 0) return "";
+  return fmt::format("{} is not an output row pitch: it must be >= {} (N + R) and a multiple of {} elements "
+                     "(spark's rule for out strides; bf16 rows then start 16-byte aligned, e4m3 rows 8-byte "
+                     "aligned)",
+                     pitch, kOutCols, kOutPitchMultiple);
+}
+
+bool sector_aligned_pitch(int pitch, OutDtype out) {
+  constexpr int kSectorBytes = 32;
+  return (pitch * (out == OutDtype::kBf16 ? 2 : 1)) % kSectorBytes == 0;
+}
+
+int64_t block_rows_read(int heads, int nope) {
+  int64_t count = 0, last = -1;  // the heads' row ranges ascend, so a shared block is the last one
+  for (int h = 0; h < heads; ++h) {
+    const int64_t first_row = static_cast<int64_t>(h) * (nope + kPackExtraRows);
+    const int64_t first = std::max(first_row / kBlock, last + 1);
+    const int64_t end = (first_row + nope - 1) / kBlock;
+    if (end >= first) count += end - first + 1;
+    last = std::max(last, end);
+  }
+  return count;
+}
+
 size_t weight_bytes_read(int heads, int nope, WeightFormat w) {
   const size_t hk = static_cast<size_t>(heads) * nope;
-  return w == WeightFormat::kBf16 ? hk * kLatent * 2 : hk * kLatent + hk * kScalesPerRow;
+  switch (w) {
+    case WeightFormat::kBf16: return hk * kLatent * 2;
+    case WeightFormat::kMxfp8: return hk * kLatent + hk * kScalesPerRow;
+    case WeightFormat::kFp8Block128:
+      return hk * kLatent + static_cast<size_t>(block_rows_read(heads, nope)) * kBlockScaleCols * sizeof(float);
+  }
+  return 0;
 }
 
 double floor_bytes(int heads, int nope, int m, WeightFormat w, OutDtype out) {
@@ -24,15 +57,15 @@ double floor_bytes(int heads, int nope, int m, WeightFormat w, OutDtype out) {
          mh * kOutCols * (out == OutDtype::kBf16 ? 2 : 1);
 }
 
-size_t activation_bytes(int heads, int nope, int max_m, bool any_e4m3, StagedQuant quant) {
-  const size_t out = out_elems(heads, max_m);
+size_t activation_bytes(int heads, int nope, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant) {
+  const size_t out = out_elems(heads, max_m, max_pitch);
   size_t b = static_cast<size_t>(max_m) * heads * (nope + kRope) * 2;  // q
   b += out * 2;                                                         // spark out (bf16-sized)
-  b += out * 2;                                                         // staged cat / bf16 out
+  b += out * 2;                                                         // staged bf16 out / concat
   b += static_cast<size_t>(heads) * max_m * kLatent * 2;                // bmm out
   if (any_e4m3) {
     b += out;                                                           // staged e4m3 out
-    if (quant == StagedQuant::kEager) b += 2 * out * 4;                 // fp32 scratch
+    if (quant == StagedQuant::kEager) b += 2 * out_elems(heads, max_m) * 4;  // fp32 scratch
   }
   return b;
 }
@@ -44,8 +77,8 @@ LayerPlan plan_layers(int heads, int nope, WeightFormat format, size_t fixed_byt
   p.requested = requested;
   p.fixed_bytes = fixed_bytes;
   p.bytes_per_layer = pack.bf16_bytes();
-  if (format == WeightFormat::kMxfp8) p.bytes_per_layer += pack.e4m3_bytes() + pack.scale_bytes();
-  // Both arms of a row use the same L; the smaller per-layer read (spark's MXFP8) decides.
+  if (is_fp8(format)) p.bytes_per_layer += pack.e4m3_bytes() + pack.scale_bytes(format);
+  // Both arms of a row use the same L; the smaller per-layer read (spark's FP8) decides.
   const size_t read = weight_bytes_read(heads, nope, format);
   const size_t want_bytes = static_cast<size_t>(kL2Multiple) * l2_bytes;
   const int l2_layers = static_cast<int>((want_bytes + read - 1) / read);
@@ -57,10 +90,10 @@ LayerPlan plan_layers(int heads, int nope, WeightFormat format, size_t fixed_byt
   return p;
 }
 
-Activations::Activations(int heads, int nope, int max_m, bool any_e4m3, StagedQuant quant, uint64_t seed,
-                         cudaStream_t stream)
-    : heads_(heads), nope_(nope) {
-  const size_t out = out_elems(heads, max_m);
+Activations::Activations(int heads, int nope, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant,
+                         uint64_t seed, cudaStream_t stream)
+    : heads_(heads), nope_(nope), max_pitch_(max_pitch) {
+  const size_t out = out_elems(heads, max_m, max_pitch);
   const size_t q_elems = static_cast<size_t>(max_m) * heads * (nope + kRope);
   q_.alloc(q_elems * 2);
   spark_out_.alloc(out * 2);
@@ -69,8 +102,8 @@ Activations::Activations(int heads, int nope, int max_m, bool any_e4m3, StagedQu
   if (any_e4m3) {
     staged_e4m3_.alloc(out);
     if (quant == StagedQuant::kEager) {
-      f32_a_.alloc(out * 4);
-      f32_b_.alloc(out * 4);
+      f32_a_.alloc(out_elems(heads, max_m) * 4);
+      f32_b_.alloc(out_elems(heads, max_m) * 4);
     }
   }
   q_scale_.alloc(sizeof(float));
@@ -87,12 +120,19 @@ LayerWeights::LayerWeights(const PackLayout& pack, WeightFormat format, int laye
   bf16_.alloc(pack.bf16_bytes() * n);
   if (format == WeightFormat::kBf16) {
     fill_bf16_random(bf16_.as<uint16_t>(), bf16_.bytes() / 2, seed, kWeightScale, stream);
-  } else {
+  } else if (format == WeightFormat::kMxfp8) {
     e4m3_.alloc(pack.e4m3_bytes() * n);
-    scales_.alloc(pack.scale_bytes() * n);
+    scales_.alloc(pack.scale_bytes(format) * n);
     fill_mxfp8_random(e4m3_.as<uint8_t>(), e4m3_.bytes(), scales_.as<uint8_t>(), scales_.bytes(), seed, stream);
     dequant_mxfp8(e4m3_.as<uint8_t>(), scales_.as<uint8_t>(), bf16_.as<uint16_t>(),
                   static_cast<size_t>(pack.rows()) * n, stream);
+  } else {
+    e4m3_.alloc(pack.e4m3_bytes() * n);
+    scales_.alloc(pack.scale_bytes(format) * n);
+    fill_fp8_block_random(e4m3_.as<uint8_t>(), e4m3_.bytes(), scales_.as<float>(), scales_.bytes() / sizeof(float),
+                          seed, stream);
+    dequant_fp8_block(e4m3_.as<uint8_t>(), scales_.as<float>(), bf16_.as<uint16_t>(),
+                      static_cast<size_t>(pack.rows()), static_cast<size_t>(pack.block_rows()), n, stream);
   }
   BENCH_CUDA(cudaStreamSynchronize(stream));
 }
@@ -103,49 +143,59 @@ const uint16_t* LayerWeights::bf16(int layer) const {
 const uint8_t* LayerWeights::e4m3(int layer) const {
   return e4m3_.get() == nullptr ? nullptr : e4m3_.as<uint8_t>() + static_cast<size_t>(layer) * pack_.e4m3_bytes();
 }
-const uint8_t* LayerWeights::scales(int layer) const {
+const void* LayerWeights::scales(int layer) const {
   return scales_.get() == nullptr ? nullptr
-                                  : scales_.as<uint8_t>() + static_cast<size_t>(layer) * pack_.scale_bytes();
+                                  : scales_.as<uint8_t>() + static_cast<size_t>(layer) * pack_.scale_bytes(format_);
 }
 
-spark_mla_qproj_args spark_args(const PackLayout& pack, const LayerWeights& w, const Activations& act, int layer,
-                                int m, OutDtype out) {
+CallPointers call_pointers(const LayerWeights& w, const Activations& act, int layer) {
+  CallPointers p;
+  p.q = act.q();
+  if (w.format() == WeightFormat::kBf16) {
+    p.w = w.bf16(layer);
+  } else {
+    p.w = w.e4m3(layer);
+    p.w_scale = w.scales(layer);
+  }
+  p.out = act.spark_out();
+  p.q_scale = act.q_scale();
+  return p;
+}
+
+spark_mla_qproj_args spark_args(const PackLayout& pack, WeightFormat format, const CallPointers& p, int m,
+                                OutDtype out, int pitch) {
   spark_mla_qproj_args a;
   std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
   a.m = m;
   const int64_t q_stride_h = pack.nope + kRope;
   const int64_t q_stride_m = static_cast<int64_t>(pack.heads) * (pack.nope + kRope);
-  a.q_nope = act.q();
+  a.q_nope = p.q;
   a.q_nope_stride_h = q_stride_h;
   a.q_nope_stride_m = q_stride_m;
-  a.q_pe = act.q() + pack.nope;
+  a.q_pe = p.q + pack.nope;
   a.q_pe_stride_m = q_stride_m;
   a.q_pe_stride_h = q_stride_h;
+  a.w = p.w;
   a.w_stride_h = pack.w_stride_h();
   a.w_stride_k = PackLayout::w_stride_k();
-  // The scale strides are those of the MXFP8 pack in both formats (they are only read for MXFP8).
-  a.w_scale_stride_h = pack.scale_stride_h();
-  a.w_scale_stride_k = PackLayout::scale_stride_k();
-  if (w.format() == WeightFormat::kBf16) {
-    a.w = w.bf16(layer);
-  } else {
-    a.w = w.e4m3(layer);
-    a.w_scale = w.scales(layer);
-  }
-  a.out = act.spark_out();
-  a.out_stride_h = kOutCols;
-  a.out_stride_m = static_cast<int64_t>(pack.heads) * kOutCols;
-  a.q_scale = out == OutDtype::kE4m3 ? act.q_scale() : nullptr;
+  a.w_scale_stride_h = pack.scale_stride_h(format);
+  a.w_scale_stride_k = PackLayout::scale_stride_k(format);
+  a.w_scale = format == WeightFormat::kBf16 ? nullptr : p.w_scale;
+  a.out = p.out;
+  a.out_stride_h = pitch;
+  a.out_stride_m = static_cast<int64_t>(pack.heads) * pitch;
+  a.q_scale = out == OutDtype::kE4m3 ? p.q_scale : nullptr;
   return a;
 }
 
-StagedTensors staged_tensors(const PackLayout& pack, const LayerWeights& w, const Activations& act, int layer,
-                             int m) {
+StagedTensors staged_tensors(const PackLayout& pack, const LayerWeights& w, const Activations& act, int layer, int m,
+                             int pitch) {
   StagedTensors t;
   t.heads = pack.heads;
   t.nope = pack.nope;
   t.m = m;
+  t.out_pitch = pitch;
   t.q = act.q();
   t.w = w.bf16(layer);
   t.w_stride_h = pack.w_stride_h();
