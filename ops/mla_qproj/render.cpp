@@ -12,6 +12,8 @@ TileConfig check_key_supported(const KernelKey& key) {
   const TileConfig tile = tile_config(key);
   SPARK_CHECK(!tile.wgmma || key.arch == "sm_90a", SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': wgmma tiles ({}) need sm_90a", key.name(), tile.describe());
+  SPARK_CHECK(!tile.streamed || is_fp8(key.weights), SPARK_ERROR_UNSUPPORTED,
+              "kernel key '{}': register-streamed tiles ({}) need FP8 weights", key.name(), tile.describe());
   SPARK_CHECK(!is_fp8(key.weights) || tile.stationary || tile.wn % 32 == 0, SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': FP8 per-tile kernels need a warp tile N that is a multiple of 32 ({})",
               key.name(), tile.describe());
@@ -42,7 +44,18 @@ RenderedSource render(const KernelKey& key) {
       "  static constexpr spark::WeightKind kWeights = {};\n",
       out, weights);
   std::string config;
-  if (t.wgmma) {
+  if (t.streamed) {
+    config = fmt::format(
+        "#include \"mla_qproj_rs.cuh\"\n"
+        "\n"
+        "struct Choices {{\n"
+        "  static constexpr int K = {}, N = {}, R = {};\n"
+        "  static constexpr int BN = {}, KSPLIT = {};\n"
+        "{}"
+        "}};\n"
+        "using Config = spark::MlaQprojRsConfig<Choices>;\n",
+        key.k, key.n, key.r, t.bn, t.ksplit, kinds);
+  } else if (t.wgmma) {
     config = fmt::format(
         "#include \"mla_qproj_wg.cuh\"\n"
         "\n"
@@ -92,7 +105,10 @@ RenderedSource render(const KernelKey& key) {
       fmt::arg("key", key.name()), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", t.describe()),
       fmt::arg("smem", r.smem_bytes), fmt::arg("config", config), fmt::arg("threads", r.threads),
       fmt::arg("min_blocks", min_blocks), fmt::arg("entry", kKernelEntryName),
-      fmt::arg("function", t.wgmma ? "mla_qproj_wg" : t.stationary ? "mla_qproj_ws" : "mla_qproj"));
+      fmt::arg("function", t.streamed     ? "mla_qproj_rs"
+                                  : t.wgmma      ? "mla_qproj_wg"
+                                  : t.stationary ? "mla_qproj_ws"
+                                                 : "mla_qproj"));
   return r;
 }
 

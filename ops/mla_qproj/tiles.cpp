@@ -71,12 +71,16 @@ int wgmma_smem_bytes(const TileConfig& t, int k, OutDtype out, WeightFormat weig
 }  // namespace
 
 int TileConfig::smem_bytes(int k, OutDtype out, WeightFormat weights) const {
+  // templates/mla_qproj_rs.cuh, MlaQprojRsConfig::kSmemBytes: the q tile, whose bytes the
+  // warps' partial sums take afterwards.
+  if (streamed) return round128(std::max(q_tile_bytes(bm, k), ksplit * bm * bn * 4));
   if (wgmma) return wgmma_smem_bytes(*this, k, out, weights);
   if (stationary) return stationary_smem_bytes(*this, k, out, weights);
   return stage_bytes(k, out, weights);  // one stage
 }
 
 std::string TileConfig::describe() const {
+  if (streamed) return fmt::format("register-streamed BN={} KSPLIT={} threads={}", bn, ksplit, threads());
   if (wgmma)
     return fmt::format("weight-stationary wgmma BN={} groups={}{} QSTAGES={} threads={}", bn, groups,
                        nsplit > 1 ? fmt::format(" NSPLIT={}", nsplit) : "", stages, threads());
@@ -98,8 +102,8 @@ constexpr int kMaxRing = 1024;
 
 constexpr std::string_view kRegimeGrammar =
     "LO-HI:BMxBNxWMxWNxKSPLIT[xSTAGES][:kKCHUNKxRING][:flat] (e.g. 1-16:16x32x16x16x2 or 1-32:16x128x16x32x2:k64x2), "
-    "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2) or LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT] (e.g. "
-    "129-8192:wg:256x2x2)";
+    "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2), LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT] (e.g. "
+    "129-8192:wg:256x2x2) or LO-HI:rs:BNxKSPLIT (FP8 weights; e.g. 1-16:rs:128x4)";
 
 // One SPARK_REGIMES item, read left to right.  A number is plain decimal digits (no sign, no
 // space), read by from_chars and held to its field's range as it is read, so no rule after
@@ -241,8 +245,25 @@ TileConfig read_wgmma(ItemReader& r) {
   return wgmma_stationary(bn, groups, stages, nsplit);
 }
 
-// wg:..., ws:... or a per-tile tile.
+// rs:BNxKSPLIT
+TileConfig read_streamed(ItemReader& r) {
+  TileConfig t;
+  t.streamed = true;
+  t.bm = t.wm = 16;
+  t.bn = t.wn = r.number("BN", 64, 128);
+  r.expect("x");
+  t.ksplit = r.number("KSPLIT", 1, 4);
+  r.expect_end();
+  SPARK_CHECK((t.bn == 64 || t.bn == 128) && (t.ksplit == 1 || t.ksplit == 2 || t.ksplit == 4),
+              SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: a register-streamed tile needs BN 64 or 128 and KSPLIT 1, 2 or 4 (got {}x{})", r.item(), t.bn,
+              t.ksplit);
+  return t;
+}
+
+// wg:..., ws:..., rs:... or a per-tile tile.
 TileConfig read_tile(ItemReader& r) {
+  if (r.take("rs:")) return read_streamed(r);
   if (r.take("wg:")) return read_wgmma(r);
   if (r.take("ws:")) return read_stationary(r);
   return read_per_tile(r);

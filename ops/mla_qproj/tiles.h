@@ -18,7 +18,9 @@ namespace spark {
 // and streams M tiles through `stages` q stages; ksplit is 1.  Weight-stationary on wgmma
 // (templates/mla_qproj_wg.cuh, sm_90a): `groups` teams of 64 x BN tiles share the weights,
 // each with `stages` q stages of its own, a team being `nsplit` warp groups that split the
-// tile's columns; bm = wm = 64, wn = bn.
+// tile's columns; bm = wm = 64, wn = bn.  Register-streamed (templates/mla_qproj_rs.cuh, FP8
+// weights): a CTA per 16 x BN tile whose `ksplit` warps each stream K / ksplit weight rows
+// through registers; bm = wm = 16, wn = bn.
 struct TileConfig {
   int bm = 16, bn = 32;  // CTA tile
   int wm = 16, wn = 16;  // warp tile
@@ -26,6 +28,7 @@ struct TileConfig {
   int stages = 1;        // see above (0: the schedule's default)
   bool stationary = false;
   bool wgmma = false;    // stationary on warp-group MMAs
+  bool streamed = false; // register-streamed FP8 weights
   int groups = 1;        // wgmma: teams, each taking every groups-th tile
   int nsplit = 1;        // wgmma: warp groups per team, splitting BN
   int kchunk = 0;        // per-tile: weight rows per K chunk, each waited for on its own (0: the whole K)

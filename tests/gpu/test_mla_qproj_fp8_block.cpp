@@ -17,7 +17,7 @@
 //   1. plans of every shape of the suite, created in parallel;
 //   2. effective weights, bitwise (identity-like q_nope: q row m = e_(m mod K)): out[m, h, n]
 //      must be exactly RN_bf16(fp32(float(value) * scale)) for every value code and scales
-//      with random mantissas over 2^-30 .. 2^9 (so the fp32 product rounds and some results
+//      with random mantissas over 2^-135 .. 2^9 (so the fp32 product rounds and some results
 //      are bf16 subnormals), in runs of M = 16, 64 and 2K rows (every M-regime);
 //   3. accuracy over H x K x M, bf16 and e4m3 out: error vs float64 on the dequantised
 //      weights <= 1.05 x cuBLAS bf16 bmm on them, RoPE bitwise, sentinels and pitch
@@ -234,7 +234,8 @@ void run_identity(int H, int K) {
   make_identity_q(H, K, kR, m_full, seed, q);
   BlockWeights w(H, K);
   fill_values_all_codes(w, mix64(seed ^ 0xB10Cull));
-  fill_scales(w, mix64(seed ^ 0x5CA1Eull), -30, 9);
+  fill_scales(w, mix64(seed ^ 0x5CA1Eull), -135, 9);  // down to products below 2^-126: bf16 subnormals
+  w.scale_of(0, 0, 0) = 0x1.8p-133f;                             // ... at least one block of them
   DeviceBlock dw;
   upload_block(dw, w, st);
   DeviceBuffer d_q, d_out;

@@ -74,6 +74,14 @@ TEST_CASE("the same key renders byte-identical source that starts with the key")
   CHECK(bs.smem_bytes == m.smem_bytes);
   CHECK(bs.source != m.source);
   CHECK(bs.key == "mla_qproj.h8.k192.n512.r64.m1-16.wfp8-block.oe4m3.sm_90a");
+  // Few heads at K = 128 stream their FP8 weights through registers; bf16 weights cannot.
+  KernelKey few = key(16, 128, {1, 16}, OutDtype::kBf16);
+  few.weights = WeightFormat::kFp8Block128;
+  const RenderedSource rs = render(few);
+  CHECK(rs.tile.streamed);
+  CHECK(rs.source.find("#include \"mla_qproj_rs.cuh\"") != std::string::npos);
+  CHECK(rs.source.find("spark::mla_qproj_rs<Config>(params);") != std::string::npos);
+  CHECK(rs.threads == 128);
 }
 
 TEST_CASE("templates are embedded with their bytes and digested") {

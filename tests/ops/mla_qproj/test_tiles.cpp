@@ -92,6 +92,21 @@ TEST_CASE("a regime table override parses, and bad ones are refused") {
   CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x64x32x32x3"), Error);    // BN not a multiple of 128
   CHECK_THROWS_AS(parse_regime_table("1-8192:ws:64x256x32x64x5"), Error);   // 2..4 stages
   CHECK_THROWS_AS(parse_regime_table("1-8192:16x256x16x32x1"), Error);      // per-tile BN <= 128
+  // Register-streamed items: rs:BNxKSPLIT, a 16 x BN tile of KSPLIT warps.
+  const auto rs = parse_regime_table("1-16:rs:64x4,17-8192:rs:128x2");
+  REQUIRE(rs.size() == 2);
+  CHECK(rs[0].tile.streamed);
+  CHECK(rs[0].tile.threads() == 128);
+  CHECK(rs[1].tile.threads() == 64);
+  CHECK(rs[1].tile.bn == 128);
+  CHECK(rs[0].tile.smem_bytes(192, OutDtype::kBf16, WeightFormat::kMxfp8) == 4 * 16 * 64 * 4);  // the warps' sums
+  CHECK(rs[1].tile.smem_bytes(192, OutDtype::kBf16, WeightFormat::kMxfp8) == 2 * 16 * 128 * 4);
+  CHECK(parse_regime_table("1-8192:rs:64x1")[0].tile.smem_bytes(192, OutDtype::kE4m3, WeightFormat::kMxfp8) ==
+        16 * 200 * 2);  // the q tile, larger than one warp's sums
+  CHECK(rs[0].tile.describe().find("register-streamed") != std::string::npos);
+  CHECK_THROWS_AS(parse_regime_table("1-8192:rs:32x4"), Error);    // BN 64 or 128
+  CHECK_THROWS_AS(parse_regime_table("1-8192:rs:128x3"), Error);   // KSPLIT 1, 2 or 4
+  CHECK_THROWS_AS(parse_regime_table("1-8192:rs:128x4x2"), Error);
   // Weight-stationary wgmma items: BNxGROUPSxSTAGES[xNSPLIT].
   const auto g = parse_regime_table("1-16:16x32x16x16x2,17-8192:wg:128x2x3");
   REQUIRE(g.size() == 2);
