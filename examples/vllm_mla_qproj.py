@@ -76,6 +76,17 @@ def main():
     diff = (buf.float() - staged8.float()).abs().max().item()
     print("e4m3 max |spark - staged| (one e4m3 step where the bf16 results differ):", diff)
 
+    # A DeepSeek-V3 FP8 checkpoint: kv_b_proj is e4m3 with weight_scale_inv, one fp32 scale per
+    # 128 x 128 block.  Servers dequantise it to bf16 at load; spark reads it as it is.
+    kv_b_fp8 = (torch.randn(H * (K + V), N, device=device) * 64).to(torch.float8_e4m3fn)
+    weight_scale_inv = torch.rand((H * (K + V) + 127) // 128, N // 128, device=device) * 1e-3 + 5e-4
+    W_UK_T_fp8 = kv_b_fp8.view(H, K + V, N)[:, :K]     # [H, K, N], strides ((K+V)*N, N, 1)
+    fp8 = forward_spark(q, W_UK_T_fp8, w_scale=weight_scale_inv)
+    dequantised = spark_mla.ops.dequantize_fp8_block(W_UK_T_fp8, weight_scale_inv)  # what servers keep
+    staged_fp8 = forward_staged(q, dequantised)
+    print("block-FP8 weights max |spark - staged on the dequantised weights|:",
+          (fp8.float() - staged_fp8.float()).abs().max().item())
+
 
 if __name__ == "__main__":
     main()

@@ -78,9 +78,17 @@ Span span(const char* name, const void* p, int64_t n1, int64_t s1, int64_t n2, i
 
 // Block FP8's scale array: the block rows that packed rows 0 .. (H-1) * rows_per_head + K - 1
 // fall in, N / 128 fp32 scales each.
+// Up to 2^40 block rows of up to 2^40 floats: the extent is computed in 128 bits.
 Span block_scale_span(const void* p, int64_t H, int64_t K, int64_t N, int64_t rows_per_head, int64_t row_stride) {
   const int64_t block_rows = ((H - 1) * rows_per_head + K - 1) / 128 + 1;
-  return checked_span("w_scale", p, static_cast<uintptr_t>(((block_rows - 1) * row_stride + N / 128) * 4));
+  const unsigned __int128 bytes =
+      (static_cast<unsigned __int128>(block_rows - 1) * static_cast<unsigned __int128>(row_stride) +
+       static_cast<unsigned __int128>(N / 128)) *
+      4;
+  SPARK_CHECK_ARG(bytes <= UINTPTR_MAX - addr(p), "w_scale",
+                  "the view extends past the end of the address space (base {}, {} block rows of stride {})", p,
+                  block_rows, row_stride);
+  return checked_span("w_scale", p, static_cast<uintptr_t>(bytes));
 }
 
 bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }

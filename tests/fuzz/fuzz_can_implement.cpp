@@ -47,21 +47,28 @@ int32_t as_int(const void* field) {
 // The views an accepted call spans: all inside the address space, out apart from the rest.
 void check_accepted(const spark_mla_qproj_desc& d, const spark_mla_qproj_args& a) {
   const int32_t wf = as_int(&d.weight_format), od = as_int(&d.out_dtype);
-  if ((wf != SPARK_WEIGHTS_BF16 && wf != SPARK_WEIGHTS_MXFP8) || (od != SPARK_DTYPE_BF16 && od != SPARK_DTYPE_E4M3))
+  if ((wf != SPARK_WEIGHTS_BF16 && wf != SPARK_WEIGHTS_MXFP8 && wf != SPARK_WEIGHTS_FP8_BLOCK128) ||
+      (od != SPARK_DTYPE_BF16 && od != SPARK_DTYPE_E4M3))
     __builtin_trap();
-  const bool mx = wf == SPARK_WEIGHTS_MXFP8, e4m3 = od == SPARK_DTYPE_E4M3;
+  const bool mx = wf == SPARK_WEIGHTS_MXFP8, block = wf == SPARK_WEIGHTS_FP8_BLOCK128;
+  const bool e4m3 = od == SPARK_DTYPE_E4M3;
   const int64_t H = d.heads, K = d.nope_dim, N = d.latent_dim, R = d.rope_dim, M = a.m;
-  if (M < 1 || M > 8192 || !a.q_nope || !a.w || !a.q_pe || !a.out || (mx && !a.w_scale) || (e4m3 && !a.q_scale))
+  if (M < 1 || M > 8192 || !a.q_nope || !a.w || !a.q_pe || !a.out || ((mx || block) && !a.w_scale) || (e4m3 && !a.q_scale))
     __builtin_trap();
   const View out = view(a.out, M, a.out_stride_m, H, a.out_stride_h, N + R, e4m3 ? 1 : 2);
   View inputs[5] = {
       view(a.q_nope, H, a.q_nope_stride_h, M, a.q_nope_stride_m, K, 2),
-      view(a.w, H, a.w_stride_h, K, a.w_stride_k, N, mx ? 1 : 2),
+      view(a.w, H, a.w_stride_h, K, a.w_stride_k, N, mx || block ? 1 : 2),
       view(a.q_pe, M, a.q_pe_stride_m, H, a.q_pe_stride_h, R, 2),
       {0, 0},
       {0, 0},
   };
   if (mx) inputs[3] = view(a.w_scale, H, a.w_scale_stride_h, K, a.w_scale_stride_k, N / 32, 1);
+  if (block) {  // the block rows that packed rows 0 .. (H-1) * rows_per_head + K - 1 fall in
+    if (a.w_scale_stride_h < K || a.w_scale_stride_k < N / 128) __builtin_trap();
+    const int64_t block_rows = ((H - 1) * a.w_scale_stride_h + K - 1) / 128 + 1;
+    inputs[3] = view(a.w_scale, block_rows, a.w_scale_stride_k, 1, 0, N / 128, 4);
+  }
   if (e4m3) inputs[4] = View{reinterpret_cast<uintptr_t>(a.q_scale), reinterpret_cast<uintptr_t>(a.q_scale) + u128{4}};
   const u128 top = static_cast<u128>(UINTPTR_MAX) + 1;
   if (out.end > top) __builtin_trap();

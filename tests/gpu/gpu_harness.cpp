@@ -41,7 +41,8 @@ spark_mla_qproj_desc make_desc(int H, int K, spark_dtype dtype, spark_weight_for
 
 Plan make_plan_w(int H, int K, spark_weight_format weights, spark_dtype dtype, int max_m, int lazy, int pdl) {
   const bool mx = weights == SPARK_WEIGHTS_MXFP8;
-  INFO("plan_create H=" << H << " K=" << K << (mx ? " weights=mxfp8" : "") << " dtype=" << cstr(dtype_name(dtype))
+  const std::string weights_text = std::string(" weights=") + weights_name(weights);
+  INFO("plan_create H=" << H << " K=" << K << weights_text << " dtype=" << cstr(dtype_name(dtype))
                         << " max_m=" << max_m << " lazy=" << lazy << " pdl=" << pdl);
   const spark_mla_qproj_desc desc = make_desc(H, K, dtype, weights);
   spark_mla_qproj_plan_options opts;

@@ -755,6 +755,13 @@ TEST_CASE("block-FP8 weights") {
         invalid("w_scale_stride_h = 0", [](auto&, auto& a) { a.w_scale_stride_h = 0; }, "w_scale_stride_h"),
         invalid("w_scale_stride_h = 2^41", [](auto&, auto& a) { a.w_scale_stride_h = int64_t{1} << 41; },
                 "w_scale_stride_h"),
+        // 127 x 2^40 packed rows of 2^40 floats: an extent past 64 bits (found by fuzz_can_implement).
+        invalid("w_scale strides of 2^40",
+                [](auto&, auto& a) {
+                  a.w_scale_stride_h = int64_t{1} << 40;
+                  a.w_scale_stride_k = int64_t{1} << 40;
+                },
+                "w_scale", kAddressSpaceHint),
         invalid("e4m3 w_stride_k = 520 (multiple of 8, not of 16)", [](auto&, auto& a) { a.w_stride_k = 520; },
                 "w_stride_k"),
         valid("out just past the last scale block",
