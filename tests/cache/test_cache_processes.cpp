@@ -39,12 +39,31 @@ size_t count_children(const fs::path& dir) {
 }
 
 // fork + exec of the real spark-prewarm, output discarded.
+// Where a spawned prewarm's output goes: kept only to explain a failure.
+fs::path child_log(pid_t pid) {
+  return fs::temp_directory_path() / ("spark-test-prewarm-" + std::to_string(pid) + ".log");
+}
+
+// The end of a child's output, and the file removed.
+std::string take_child_log(pid_t pid) {
+  std::string text;
+  if (FILE* f = std::fopen(child_log(pid).c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  std::error_code ec;
+  fs::remove(child_log(pid), ec);
+  return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+}
+
 pid_t spawn_prewarm(const fs::path& cache_dir) {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
+    const int out = ::open(child_log(::getpid()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
     const std::string dir = cache_dir.string();
     ::execl(SPARK_PREWARM_EXE, SPARK_PREWARM_EXE, "--heads", "8", "--nope", "128,192", "--max-m", "16", "--weights",
             "bf16", "--out", "bf16,e4m3", "--arch", "sm_90a", "--cache-dir", dir.c_str(), "-j", "2", "-q",
@@ -216,18 +235,22 @@ TEST_CASE("prewarms SIGKILLed at random instants never leave an entry a load tru
       ::kill(victim, SIGKILL);
       // The victim may finish between the poll and the kill: then it must have succeeded.
       const int code = wait_exit_code(victim);
-      CHECK((code == 200 + SIGKILL || code == 0));
+      const std::string victim_log = take_child_log(victim);
+      CHECK_MESSAGE((code == 200 + SIGKILL || code == 0), "victim exit " << code << ", output:\n" << victim_log);
       if (code == 200 + SIGKILL) {
         ++kills;
         if (count_abandoned(dir.path / kTmpDir) > 0) ++half_built;
         ++published_after_kill[cache.entry_names().size()];
       }
     } else {
-      CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+      const std::string victim_log = take_child_log(victim);
+      CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "victim output:\n" << victim_log);
     }
     if (race) {
       ++raced;
-      CHECK(wait_exit_code(survivor) == 0);
+      const int code = wait_exit_code(survivor);
+      const std::string survivor_log = take_child_log(survivor);
+      CHECK_MESSAGE(code == 0, "the racing rank exited " << code << ", output:\n" << survivor_log);
     }
     // Whatever the instant, every published entry is complete and verifies.
     for (const std::string& name : cache.entry_names()) {
@@ -243,7 +266,10 @@ TEST_CASE("prewarms SIGKILLed at random instants never leave an entry a load tru
 
   // The next prewarm completes, cleans what the killed ones left, and every key is there.
   remove_entry(cache, names[0]);  // so it has a compile to do, as after any kill
-  CHECK(wait_exit_code(spawn_prewarm(dir.path)) == 0);
+  const pid_t last = spawn_prewarm(dir.path);
+  const int last_code = wait_exit_code(last);
+  const std::string last_log = take_child_log(last);
+  CHECK_MESSAGE(last_code == 0, "the last prewarm exited " << last_code << ", output:\n" << last_log);
   for (const std::string& name : names) CHECK(check_entry(cache.entry_dir(name)).ok());
   CHECK(count_children(dir.path / kTmpDir) == 0);
   KernelStore store(dir.path);
