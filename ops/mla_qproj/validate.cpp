@@ -39,15 +39,6 @@ void check_rows_disjoint(int64_t m, int64_t stride_m, int64_t h, int64_t stride_
                   need, m_outer ? "(heads" : "(m", m_outer ? "out_stride_h" : "out_stride_m", outer_stride);
 }
 
-// Block FP8's scale strides count rows of the pack (w_scale_stride_h) or floats
-// (w_scale_stride_k): any positive value at least min_value.
-void check_block_stride(int64_t stride, const char* name, int64_t min_value, const char* min_rule) {
-  SPARK_CHECK_ARG(stride > 0, name, "must be > 0 (got {})", stride);
-  SPARK_CHECK_ARG(stride <= kMaxStride, name, "{} is implausibly large (limit 2^40)", stride);
-  SPARK_CHECK_ARG(stride >= min_value, name, "must be >= {} ({}) for block-FP8 weights (got {})", min_value,
-                  min_rule, stride);
-}
-
 void check_aligned(const void* p, const char* name, unsigned alignment) {
   SPARK_CHECK_ARG(addr(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
 }
@@ -159,8 +150,9 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
     check_stride(a->w_scale_stride_k, "w_scale_stride_k", 4, N / 32, "latent_dim / 32");
   } else if (block) {
     check_aligned(a->w_scale, "w_scale", 4);
-    check_block_stride(a->w_scale_stride_h, "w_scale_stride_h", K, "nope_dim: the packed rows of one head");
-    check_block_stride(a->w_scale_stride_k, "w_scale_stride_k", N / 128, "latent_dim / 128: one scale per block");
+    // Counted in packed rows (stride_h) and floats (stride_k): no multiple is asked of them.
+    check_stride(a->w_scale_stride_h, "w_scale_stride_h", 1, K, "nope_dim: the packed rows of one head");
+    check_stride(a->w_scale_stride_k, "w_scale_stride_k", 1, N / 128, "latent_dim / 128: one scale per block");
   }
   check_stride(a->q_pe_stride_m, "q_pe_stride_m", 8, R, "rope_dim");
   check_stride(a->q_pe_stride_h, "q_pe_stride_h", 8, R, "rope_dim");
