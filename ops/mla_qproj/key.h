@@ -6,22 +6,10 @@
 #include <string>
 #include <string_view>
 
+#include "ops/common/formats.h"
 #include "spark/spark.h"
 
 namespace spark {
-
-// The C API's formats (their values are the C enums'), as the key holds them.
-enum class WeightFormat : int32_t {
-  kBf16 = SPARK_WEIGHTS_BF16,
-  kMxfp8 = SPARK_WEIGHTS_MXFP8,
-  kFp8Block128 = SPARK_WEIGHTS_FP8_BLOCK128,
-};
-// Every weight format, in the C enum's order.
-inline constexpr WeightFormat kWeightFormats[] = {WeightFormat::kBf16, WeightFormat::kMxfp8,
-                                                  WeightFormat::kFp8Block128};
-// Whether the weights are 8-bit e4m3 values with scales (MXFP8 or block FP8).
-constexpr bool is_fp8(WeightFormat f) { return f != WeightFormat::kBf16; }
-enum class OutDtype : int32_t { kBf16 = SPARK_DTYPE_BF16, kE4m3 = SPARK_DTYPE_E4M3 };
 
 // The largest M of a call (and so of a regime).
 inline constexpr int kMaxM = SPARK_MLA_QPROJ_MAX_M;
@@ -37,19 +25,6 @@ struct ShapeArgNames {
 // Why (H, K, N, R) is not a shape spark implements ("argument 'nope_dim': 96 is not supported
 // (128 or 192)"); empty when it is.  The one statement of the supported shapes.
 std::string shape_problem(int heads, int k, int n, int r, const ShapeArgNames& names = {});
-
-std::string_view to_string(WeightFormat f);
-std::string_view to_string(OutDtype d);
-WeightFormat parse_weight_format(std::string_view s);  // "bf16" | "mxfp8" | "fp8-block"
-OutDtype parse_out_dtype(std::string_view s);          // "bf16" | "e4m3"
-
-// An inclusive range of M served by one kernel.
-struct MRegime {
-  int m_min = 1;
-  int m_max = 1;
-  bool contains(int m) const { return m >= m_min && m <= m_max; }
-  bool operator==(const MRegime& o) const { return m_min == o.m_min && m_max == o.m_max; }
-};
 
 struct KernelKey {
   std::string op = "mla_qproj";

@@ -3,26 +3,11 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "ops/common/views.h"
 
 namespace spark {
 
 namespace {
-
-// Strides beyond this are rejected, so byte extents below never overflow.
-constexpr int64_t kMaxStride = int64_t(1) << 40;
-
-uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-
-void check_stride(int64_t stride, const char* name, int64_t multiple, int64_t min_value,
-                  const char* min_rule) {
-  SPARK_CHECK_ARG(stride > 0, name, "must be > 0 (got {})", stride);
-  SPARK_CHECK_ARG(stride <= kMaxStride, name, "{} is implausibly large (limit 2^40)", stride);
-  SPARK_CHECK_ARG(stride % multiple == 0, name,
-                  "must be a multiple of {} elements so every row stays 16-byte aligned (got {})", multiple,
-                  stride);
-  SPARK_CHECK_ARG(stride >= min_value, name, "must be >= {} ({}) so rows do not overlap (got {})", min_value,
-                  min_rule, stride);
-}
 
 // out's rows (m, h), each `row` elements at m * stride_m + h * stride_h, are disjoint when
 // the dimension with the larger stride steps past the whole extent of the other (with equal
@@ -39,34 +24,6 @@ void check_rows_disjoint(int64_t m, int64_t stride_m, int64_t h, int64_t stride_
                   need, m_outer ? "(heads" : "(m", m_outer ? "out_stride_h" : "out_stride_m", outer_stride);
 }
 
-void check_aligned(const void* p, const char* name, unsigned alignment) {
-  SPARK_CHECK_ARG(addr(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
-}
-
-// The bytes a 3-D view spans: [base, base + extent).
-struct Span {
-  const char* name;
-  uintptr_t begin;
-  uintptr_t end;
-};
-
-// [p, p + bytes), refused where it would run past the end of the address space: computed
-// in 64 bits its end would wrap to a small address, and the overlap check would then pass
-// views that overlap.
-Span checked_span(const char* name, const void* p, uintptr_t bytes) {
-  SPARK_CHECK_ARG(bytes <= UINTPTR_MAX - addr(p), name,
-                  "the view extends past the end of the address space (base {}, {} bytes)", p, bytes);
-  return Span{name, addr(p), addr(p) + bytes};
-}
-
-// The strides are checked (positive, <= 2^40) and the counts are <= 8192, so the element
-// extent stays far inside int64_t.
-Span span(const char* name, const void* p, int64_t n1, int64_t s1, int64_t n2, int64_t s2, int64_t inner,
-          int64_t elem_bytes) {
-  const int64_t last = (n1 - 1) * s1 + (n2 - 1) * s2 + inner;
-  return checked_span(name, p, static_cast<uintptr_t>(last * elem_bytes));
-}
-
 // Block FP8's scale array: the block rows that packed rows 0 .. (H-1) * rows_per_head + K - 1
 // fall in, N / 128 fp32 scales each.
 // Up to 2^40 block rows of up to 2^40 floats: the extent is computed in 128 bits.
@@ -76,13 +33,11 @@ Span block_scale_span(const void* p, int64_t H, int64_t K, int64_t N, int64_t ro
       (static_cast<unsigned __int128>(block_rows - 1) * static_cast<unsigned __int128>(row_stride) +
        static_cast<unsigned __int128>(N / 128)) *
       4;
-  SPARK_CHECK_ARG(bytes <= UINTPTR_MAX - addr(p), "w_scale",
+  SPARK_CHECK_ARG(bytes <= UINTPTR_MAX - address_of(p), "w_scale",
                   "the view extends past the end of the address space (base {}, {} block rows of stride {})", p,
                   block_rows, row_stride);
   return checked_span("w_scale", p, static_cast<uintptr_t>(bytes));
 }
-
-bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
 
 }  // namespace
 

@@ -1,0 +1,43 @@
+#include "ops/common/views.h"
+
+#include "core/error.h"
+
+namespace spark {
+
+uintptr_t address_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+void check_stride(int64_t stride, const char* name, int64_t multiple, int64_t min_value,
+                  const char* min_rule) {
+  SPARK_CHECK_ARG(stride > 0, name, "must be > 0 (got {})", stride);
+  SPARK_CHECK_ARG(stride <= kMaxStride, name, "{} is implausibly large (limit 2^40)", stride);
+  SPARK_CHECK_ARG(stride % multiple == 0, name,
+                  "must be a multiple of {} elements so every row stays 16-byte aligned (got {})", multiple,
+                  stride);
+  SPARK_CHECK_ARG(stride >= min_value, name, "must be >= {} ({}) so rows do not overlap (got {})", min_value,
+                  min_rule, stride);
+}
+
+void check_aligned(const void* p, const char* name, unsigned alignment) {
+  SPARK_CHECK_ARG(address_of(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
+}
+
+// [p, p + bytes), refused where it would run past the end of the address space: computed
+// in 64 bits its end would wrap to a small address, and the overlap check would then pass
+// views that overlap.
+Span checked_span(const char* name, const void* p, uintptr_t bytes) {
+  SPARK_CHECK_ARG(bytes <= UINTPTR_MAX - address_of(p), name,
+                  "the view extends past the end of the address space (base {}, {} bytes)", p, bytes);
+  return Span{name, address_of(p), address_of(p) + bytes};
+}
+
+// The strides are checked (positive, <= 2^40) and the counts are <= 8192, so the element
+// extent stays far inside int64_t.
+Span span(const char* name, const void* p, int64_t n1, int64_t s1, int64_t n2, int64_t s2, int64_t inner,
+          int64_t elem_bytes) {
+  const int64_t last = (n1 - 1) * s1 + (n2 - 1) * s2 + inner;
+  return checked_span(name, p, static_cast<uintptr_t>(last * elem_bytes));
+}
+
+bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
+
+}  // namespace spark
