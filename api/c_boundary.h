@@ -44,4 +44,21 @@ spark_status guarded(Fn&& fn) noexcept {
   }
 }
 
+// A plan's options as given (each field checked, naming it), or the defaults for NULL:
+// every M up to max_m, prewarmed, no PDL.  Both ops' plans take this struct.
+inline spark_mla_qproj_plan_options plan_options_or_default(const spark_mla_qproj_plan_options* opts, int max_m) {
+  spark_mla_qproj_plan_options o{sizeof(spark_mla_qproj_plan_options), max_m, 0, 0};
+  if (!opts) return o;
+  SPARK_CHECK_ARG(opts->struct_size >= sizeof(spark_mla_qproj_plan_options), "struct_size",
+                  "opts->struct_size is {}, expected sizeof(spark_mla_qproj_plan_options) = {}", opts->struct_size,
+                  sizeof(spark_mla_qproj_plan_options));
+  SPARK_CHECK_ARG(opts->max_m >= 1 && opts->max_m <= max_m, "max_m", "{} is outside 1..{}", opts->max_m, max_m);
+  SPARK_CHECK_ARG(opts->lazy == 0 || opts->lazy == 1, "lazy", "must be 0 or 1 (got {})", opts->lazy);
+  SPARK_CHECK_ARG(opts->enable_pdl == 0 || opts->enable_pdl == 1, "enable_pdl", "must be 0 or 1 (got {})",
+                  opts->enable_pdl);
+  o = *opts;
+  o.struct_size = sizeof(spark_mla_qproj_plan_options);
+  return o;
+}
+
 }  // namespace spark

@@ -26,19 +26,7 @@ spark_status spark_mla_qproj_plan_create(spark_context ctx, const spark_mla_qpro
     SPARK_CHECK_ARG(out != nullptr, "out", "must not be NULL");
     *out = nullptr;
     spark::validate_desc(desc);
-    spark_mla_qproj_plan_options o{sizeof(spark_mla_qproj_plan_options), spark::kMaxM, 0, 0};
-    if (opts) {
-      SPARK_CHECK_ARG(opts->struct_size >= sizeof(spark_mla_qproj_plan_options), "struct_size",
-                      "opts->struct_size is {}, expected sizeof(spark_mla_qproj_plan_options) = {}",
-                      opts->struct_size, sizeof(spark_mla_qproj_plan_options));
-      SPARK_CHECK_ARG(opts->max_m >= 1 && opts->max_m <= spark::kMaxM, "max_m", "{} is outside 1..{}",
-                      opts->max_m, spark::kMaxM);
-      SPARK_CHECK_ARG(opts->lazy == 0 || opts->lazy == 1, "lazy", "must be 0 or 1 (got {})", opts->lazy);
-      SPARK_CHECK_ARG(opts->enable_pdl == 0 || opts->enable_pdl == 1, "enable_pdl", "must be 0 or 1 (got {})",
-                      opts->enable_pdl);
-      o = *opts;
-      o.struct_size = sizeof(spark_mla_qproj_plan_options);
-    }
+    const spark_mla_qproj_plan_options o = spark::plan_options_or_default(opts, spark::kMaxM);
     auto plan = std::make_unique<spark_mla_qproj_plan_s>();
     plan->impl = std::make_unique<spark::Plan>(*ctx->impl, *desc, o);
     *out = plan.release();

@@ -329,6 +329,102 @@ SPARK_API spark_status spark_mla_qproj_run(spark_mla_qproj_plan plan,
                                            const spark_mla_qproj_args* args,
                                            spark_stream stream);
 
+/* ------------------------------------------------------------------------- */
+/* MLA value up-projection (the second half of MLA absorption).               */
+/* ------------------------------------------------------------------------- */
+/* After attention in latent space, o[M, H, L] -> the input of o_proj:
+ *
+ *   out[m, h*V + v] = sum_l o[m, h, l] * W_UV[h, l, v]        (FP32 accumulation)
+ *
+ * where W_UV[h] is the [L, V] view of head h's last V rows of the packed kv_b_proj
+ * weight [H*(K+V), L] (L contiguous).  Supported: heads 1..128, latent_dim (L) 512,
+ * v_head_dim (V) 128 or 256; bf16, MXFP8 or block-FP8 weights; bf16 or e4m3 output. */
+typedef struct spark_mla_oproj_desc {
+  size_t struct_size; /* sizeof(spark_mla_oproj_desc) */
+  int32_t heads;      /* H */
+  int32_t latent_dim; /* L */
+  int32_t v_head_dim; /* V */
+  spark_weight_format weight_format;
+  spark_dtype out_dtype;
+} spark_mla_oproj_desc;
+/* Zero sizes (set heads and the dimensions), bf16 weights, bf16 output. */
+#define SPARK_MLA_OPROJ_DESC_INIT \
+  {sizeof(spark_mla_oproj_desc), 0, 0, 0, SPARK_WEIGHTS_BF16, SPARK_DTYPE_BF16}
+
+/* The tensors of one call.  Strides are in ELEMENTS of the tensor's own type and the
+ * innermost dimension is contiguous (stride 1) for every tensor.
+ *
+ *   o       bf16  [M, H, L]    (m, h, l) at o[m*o_stride_m + h*o_stride_h + l]
+ *   w       bf16 or e4m3fn: W_UV[h, l, v] at w[h*w_stride_h + v*w_stride_v + l], i.e. the
+ *           rows of the packed kv_b_proj: w = pack + K*L (the first V row of head 0),
+ *           w_stride_h = (K+V)*L, w_stride_v = L.
+ *   w_scale MXFP8: e8m0 [H, V, L/32], the scale of (h, v, l) at
+ *           w_scale[h*w_scale_stride_h + v*w_scale_stride_v + l/32] (the packed rows' own
+ *           scale bytes: w_scale = pack_scales + K*(L/32), w_scale_stride_h = (K+V)*(L/32)).
+ *           FP8_BLOCK128: fp32 [B, L/128], the packed weight's block scales.  W_UV[h] is head
+ *           h's last V rows, so weight (h, v, l) lies in packed row
+ *           p = (h + 1)*w_scale_stride_h - V + v (w_scale_stride_h: the pack's rows per head,
+ *           K + V), and its scale is w_scale[(p / 128)*w_scale_stride_v + l/128]
+ *           (w_scale_stride_v: the stride of the scale rows, in floats).  w_scale points at
+ *           the scales of the pack's row 0.
+ *   out     bf16 or e4m3fn [M, H*V]  (m, h, v) at out[m*out_stride_m + h*V + v]
+ *   out_scale fp32 scalar, a DEVICE pointer read at run time; required for e4m3 output
+ *           (out = e4m3(RN_bf16(acc) / *out_scale), the query projection's rule), ignored
+ *           for bf16 output.
+ *
+ * Rules (checked by spark_mla_oproj_can_implement and every run):
+ *   - 1 <= m <= SPARK_MLA_OPROJ_MAX_M (8192), and <= the plan's max_m.
+ *   - every pointer non-NULL except w_scale (NULL for bf16 weights) and out_scale (only
+ *     read, and so only checked, for e4m3 output).
+ *   - every stride > 0.
+ *   - alignment: o, w and out 16-byte aligned; o's strides and bf16 w strides multiples of
+ *     8 elements, e4m3 w strides of 16; out_stride_m a multiple of 8 elements; MXFP8
+ *     w_scale 4-byte aligned with strides multiples of 4; block-FP8 w_scale 4-byte aligned;
+ *     out_scale 4-byte aligned.
+ *   - every stride steps past a whole row: o and w strides >= L; MXFP8 w_scale strides
+ *     >= L/32; block FP8 w_scale_stride_h >= V and w_scale_stride_v >= L/128; out's rows
+ *     are disjoint: out_stride_m >= H*V.  (The inputs are only read, so beyond that their
+ *     views may overlap, e.g. o's heads and tokens.)
+ *   - out must not overlap any input.
+ * Rows >= m and out's columns past H*V are never written. */
+typedef struct spark_mla_oproj_args {
+  size_t struct_size; /* sizeof(spark_mla_oproj_args) */
+  int32_t m;          /* M, tokens in this call */
+  const void* o;
+  int64_t o_stride_m, o_stride_h;
+  const void* w;
+  int64_t w_stride_h, w_stride_v;
+  const void* w_scale;
+  int64_t w_scale_stride_h, w_scale_stride_v;
+  void* out;
+  int64_t out_stride_m;
+  const float* out_scale;
+} spark_mla_oproj_args;
+#define SPARK_MLA_OPROJ_ARGS_INIT \
+  {sizeof(spark_mla_oproj_args), 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL}
+
+/* The largest M (tokens per call) spark_mla_oproj runs. */
+#define SPARK_MLA_OPROJ_MAX_M 8192
+
+typedef struct spark_mla_oproj_plan_s* spark_mla_oproj_plan;
+
+/* Checks desc (and args, when non-NULL) against every rule above, on the host, without a
+ * device.  Returns SUCCESS, INVALID_ARGUMENT or UNSUPPORTED with a message naming the
+ * argument.  Thread-safe. */
+SPARK_API spark_status spark_mla_oproj_can_implement(const spark_mla_oproj_desc* desc,
+                                                     const spark_mla_oproj_args* args);
+/* As spark_mla_qproj_plan_create, with the same options struct (max_m, lazy, enable_pdl). */
+SPARK_API spark_status spark_mla_oproj_plan_create(spark_context ctx,
+                                                   const spark_mla_oproj_desc* desc,
+                                                   const spark_mla_qproj_plan_options* opts,
+                                                   spark_mla_oproj_plan* out);
+/* spark_mla_oproj_plan_destroy(NULL) is a no-op.  Kernels stay loaded in the context. */
+SPARK_API void spark_mla_oproj_plan_destroy(spark_mla_oproj_plan plan);
+/* As spark_mla_qproj_run: validates args and launches one kernel on stream. */
+SPARK_API spark_status spark_mla_oproj_run(spark_mla_oproj_plan plan,
+                                           const spark_mla_oproj_args* args,
+                                           spark_stream stream);
+
 #ifdef __cplusplus
 }
 #endif

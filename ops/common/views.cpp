@@ -1,5 +1,6 @@
 #include "ops/common/views.h"
 
+#include "core/c_enum.h"
 #include "core/error.h"
 
 namespace spark {
@@ -19,6 +20,38 @@ void check_stride(int64_t stride, const char* name, int64_t multiple, int64_t mi
 
 void check_aligned(const void* p, const char* name, unsigned alignment) {
   SPARK_CHECK_ARG(address_of(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
+}
+
+void check_formats(spark_weight_format weight_format, spark_dtype out_dtype) {
+  const int32_t w = enum_value(weight_format);
+  SPARK_CHECK_ARG(w == SPARK_WEIGHTS_BF16 || w == SPARK_WEIGHTS_MXFP8 || w == SPARK_WEIGHTS_FP8_BLOCK128,
+                  "weight_format",
+                  "{} is not a spark_weight_format (SPARK_WEIGHTS_BF16 = 0, SPARK_WEIGHTS_MXFP8 = 1, "
+                  "SPARK_WEIGHTS_FP8_BLOCK128 = 2)",
+                  w);
+  const int32_t o = enum_value(out_dtype);
+  SPARK_CHECK_ARG(o == SPARK_DTYPE_BF16 || o == SPARK_DTYPE_E4M3, "out_dtype",
+                  "{} is not a spark_dtype (SPARK_DTYPE_BF16 = 0, SPARK_DTYPE_E4M3 = 1)", o);
+}
+
+void check_m(int32_t m, int max_m_call, int max_m_plan) {
+  SPARK_CHECK_ARG(m >= 1 && m <= max_m_call, "m", "{} is outside 1..{}", m, max_m_call);
+  SPARK_CHECK_ARG(m <= max_m_plan, "m", "{} is above the plan's max_m {}", m, max_m_plan);
+}
+
+void check_scale_pointers(const void* w_scale, spark_weight_format format, const float* out_scale,
+                          spark_dtype out_dtype, const char* scale_name) {
+  const int32_t f = enum_value(format);
+  if (f == SPARK_WEIGHTS_MXFP8 || f == SPARK_WEIGHTS_FP8_BLOCK128) {
+    SPARK_CHECK_ARG(w_scale, "w_scale", "must not be NULL for {} weights",
+                    f == SPARK_WEIGHTS_MXFP8 ? "MXFP8" : "block-FP8");
+  } else {
+    SPARK_CHECK_ARG(!w_scale, "w_scale", "must be NULL for bf16 weights (scales belong to the FP8 formats)");
+  }
+  if (enum_value(out_dtype) == SPARK_DTYPE_E4M3) {
+    SPARK_CHECK_ARG(out_scale, scale_name, "must not be NULL for e4m3 output");
+    check_aligned(out_scale, scale_name, 4);
+  }  // bf16 output never reads the scale: any value is ignored
 }
 
 // [p, p + bytes), refused where it would run past the end of the address space: computed

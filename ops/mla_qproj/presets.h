@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "jit/prewarm.h"
+#include "ops/common/models.h"
 #include "ops/mla_qproj/key.h"
 
 namespace spark {
@@ -23,18 +24,6 @@ struct PrewarmSpec {
   std::string arch = "sm_90a";
 };
 
-struct ModelPreset {
-  std::string_view name;
-  int nope_dim;
-  int total_heads;
-  // Tensor-parallel sizes that do not divide the heads but are deployed with the heads
-  // padded to a multiple (GLM-5 at TP 6: 11 heads per rank); unused slots are 0.
-  int padded_tp[4];
-  // The weight formats servers hold kv_b_proj in: bf16, and the block FP8 of the checkpoints
-  // that ship it.
-  std::vector<WeightFormat> weights;
-};
-const std::vector<ModelPreset>& model_presets();
 // Heads per rank: total / tp where tp divides the heads, ceil(total / tp) for the preset's
 // padded sizes; the preset's weight formats; throws INVALID_ARGUMENT for an unknown model or any other tp.  Errors name
 // the flags of spark-prewarm and spark-cache check (--model, --tp, --max-m, ...).

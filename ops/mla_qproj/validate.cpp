@@ -46,16 +46,7 @@ void validate_desc(const spark_mla_qproj_desc* desc) {
   SPARK_CHECK_ARG(desc->struct_size >= sizeof(spark_mla_qproj_desc), "struct_size",
                   "desc->struct_size is {}, expected sizeof(spark_mla_qproj_desc) = {}", desc->struct_size,
                   sizeof(spark_mla_qproj_desc));
-  const int32_t weight_format = enum_value(desc->weight_format);
-  SPARK_CHECK_ARG(weight_format == SPARK_WEIGHTS_BF16 || weight_format == SPARK_WEIGHTS_MXFP8 ||
-                      weight_format == SPARK_WEIGHTS_FP8_BLOCK128,
-                  "weight_format",
-                  "{} is not a spark_weight_format (SPARK_WEIGHTS_BF16 = 0, SPARK_WEIGHTS_MXFP8 = 1, "
-                  "SPARK_WEIGHTS_FP8_BLOCK128 = 2)",
-                  weight_format);
-  const int32_t out_dtype = enum_value(desc->out_dtype);
-  SPARK_CHECK_ARG(out_dtype == SPARK_DTYPE_BF16 || out_dtype == SPARK_DTYPE_E4M3, "out_dtype",
-                  "{} is not a spark_dtype (SPARK_DTYPE_BF16 = 0, SPARK_DTYPE_E4M3 = 1)", out_dtype);
+  check_formats(desc->weight_format, desc->out_dtype);
   const std::string shape = shape_problem(desc->heads, desc->nope_dim, desc->latent_dim, desc->rope_dim);
   SPARK_CHECK(shape.empty(), SPARK_ERROR_UNSUPPORTED, "{}", shape);
 }
@@ -65,8 +56,7 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
   SPARK_CHECK_ARG(a->struct_size >= sizeof(spark_mla_qproj_args), "struct_size",
                   "args->struct_size is {}, expected sizeof(spark_mla_qproj_args) = {}", a->struct_size,
                   sizeof(spark_mla_qproj_args));
-  SPARK_CHECK_ARG(a->m >= 1 && a->m <= kMaxM, "m", "{} is outside 1..{}", a->m, kMaxM);
-  SPARK_CHECK_ARG(a->m <= max_m, "m", "{} is above the plan's max_m {}", a->m, max_m);
+  check_m(a->m, kMaxM, max_m);
 
   const int64_t H = d.heads, M = a->m, K = d.nope_dim, N = d.latent_dim, R = d.rope_dim;
   const bool e4m3_out = enum_value(d.out_dtype) == SPARK_DTYPE_E4M3;
@@ -79,15 +69,7 @@ void validate_args(const spark_mla_qproj_desc& d, const spark_mla_qproj_args* a,
   SPARK_CHECK_ARG(a->w, "w", "must not be NULL");
   SPARK_CHECK_ARG(a->q_pe, "q_pe", "must not be NULL");
   SPARK_CHECK_ARG(a->out, "out", "must not be NULL");
-  if (fp8) {
-    SPARK_CHECK_ARG(a->w_scale, "w_scale", "must not be NULL for {} weights", mxfp8 ? "MXFP8" : "block-FP8");
-  } else {
-    SPARK_CHECK_ARG(!a->w_scale, "w_scale", "must be NULL for bf16 weights (scales belong to the FP8 formats)");
-  }
-  if (e4m3_out) {
-    SPARK_CHECK_ARG(a->q_scale, "q_scale", "must not be NULL for e4m3 output");
-    check_aligned(a->q_scale, "q_scale", 4);
-  }  // bf16 output never reads q_scale: any value is ignored
+  check_scale_pointers(a->w_scale, d.weight_format, a->q_scale, d.out_dtype, "q_scale");
 
   check_aligned(a->q_nope, "q_nope", 16);
   check_aligned(a->w, "w", 16);

@@ -121,6 +121,26 @@ int main(void) {
            a0.q_scale == NULL);
     EXPECT(p0.struct_size == sizeof p0 && p0.max_m == 8192 && p0.lazy == 0 && p0.enable_pdl == 0);
   }
+  {
+    /* The value up-projection's structs and entry points, from C. */
+    spark_mla_oproj_desc od = SPARK_MLA_OPROJ_DESC_INIT;
+    const spark_mla_oproj_args oa = SPARK_MLA_OPROJ_ARGS_INIT;
+    spark_mla_oproj_plan oplan = NULL;
+    EXPECT(od.struct_size == sizeof od && od.heads == 0 && od.weight_format == SPARK_WEIGHTS_BF16);
+    EXPECT(oa.struct_size == sizeof oa && oa.m == 0 && oa.o == NULL && oa.out_scale == NULL);
+    od.heads = 16;
+    od.latent_dim = 512;
+    od.v_head_dim = 128;
+    st = spark_mla_oproj_can_implement(&od, NULL);
+    EXPECT(st == SPARK_SUCCESS);
+    od.v_head_dim = 96;
+    st = spark_mla_oproj_can_implement(&od, NULL);
+    EXPECT(st == SPARK_ERROR_UNSUPPORTED && strstr(spark_last_error(), "v_head_dim") != NULL);
+    st = spark_mla_oproj_plan_create(NULL, &od, NULL, &oplan);
+    EXPECT(st == SPARK_ERROR_INVALID_ARGUMENT && oplan == NULL);
+    EXPECT(spark_mla_oproj_run(NULL, &oa, NULL) == SPARK_ERROR_INVALID_ARGUMENT);
+    spark_mla_oproj_plan_destroy(NULL);
+  }
 
   /* Options structs (not used to create anything here). */
   memset(&ctx_opts, 0, sizeof ctx_opts);

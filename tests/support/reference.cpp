@@ -239,6 +239,26 @@ void reference_mla_qproj(int H, int M, int K, int N, const uint16_t* q_nope,
   for (auto& t : pool) t.join();
 }
 
+void reference_mla_oproj(int H, int M, int L, int V, const uint16_t* o, int64_t o_stride_m,
+                         int64_t o_stride_h, const uint16_t* w, int64_t w_stride_h,
+                         int64_t w_stride_v, double* out_ref, unsigned num_threads) {
+  if (H <= 0 || M <= 0 || V <= 0) return;
+  // W_UV[h] copied to a dense [L, V] bf16 matrix: the query projection's reference with o as
+  // q_nope then computes exactly this sum, and its [M][H][N] output is the [M][H*V] one.
+  const size_t per_head = static_cast<size_t>(std::max(L, 0)) * V;
+  std::vector<uint16_t> wt(static_cast<size_t>(H) * per_head);
+  parallel_for(static_cast<size_t>(H) * V, [&](size_t b, size_t e, unsigned) {
+    for (size_t hv = b; hv < e; ++hv) {
+      const int64_t h = static_cast<int64_t>(hv / V), v = static_cast<int64_t>(hv % V);
+      const uint16_t* row = w + h * w_stride_h + v * w_stride_v;
+      uint16_t* dst = wt.data() + static_cast<size_t>(h) * per_head + static_cast<size_t>(v);
+      for (int l = 0; l < L; ++l) dst[static_cast<size_t>(l) * V] = row[l];
+    }
+  }, num_threads);
+  reference_mla_qproj(H, M, L, V, o, o_stride_h, o_stride_m, wt.data(), static_cast<int64_t>(per_head), V, out_ref,
+                      num_threads);
+}
+
 // ---------------------------------------------------------------------------------------
 // Seeds and random data
 // ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 //   - quantize_e4m3: the SPEC's e4m3 output rule;
 //   - dequant_mxfp8: the SPEC's MXFP8 weight dequantisation rule;
 //   - reference_mla_qproj: a multithreaded float64 reference of the MLA query projection;
+//   - reference_mla_oproj: the same for the MLA value up-projection;
 //   - seeds and fast deterministic random bf16 fills (never zero);
 //   - parallel_for over index ranges.
 #pragma once
@@ -89,6 +90,18 @@ void reference_mla_qproj(int H, int M, int K, int N, const uint16_t* q_nope,
                          int64_t q_nope_stride_h, int64_t q_nope_stride_m, const uint16_t* w,
                          int64_t w_stride_h, int64_t w_stride_k, double* out_ref,
                          unsigned num_threads = 0);
+
+// Float64 reference of the MLA value up-projection (bf16 inputs).
+//
+// out_ref[m * H * V + h * V + v] = sum_l double(o[m, h, l]) * double(w[h, l, v])
+// (dense [M][H*V] doubles, fully overwritten), where
+//   o(m, h, l) = o[m * o_stride_m + h * o_stride_h + l]
+//   w(h, l, v) = w[h * w_stride_h + v * w_stride_v + l]      (W_UV: one row per v, L contiguous)
+// are bf16 bits (for MXFP8 or block FP8, pass the dequantised weights).  Multithreaded as
+// reference_mla_qproj; num_threads 0 = every hardware thread.
+void reference_mla_oproj(int H, int M, int L, int V, const uint16_t* o, int64_t o_stride_m,
+                         int64_t o_stride_h, const uint16_t* w, int64_t w_stride_h,
+                         int64_t w_stride_v, double* out_ref, unsigned num_threads = 0);
 
 // ---------------------------------------------------------------------------------------
 // Threads, seeds, random data.

@@ -445,6 +445,46 @@ TEST_CASE("reference_mla_qproj: random, any thread count gives the same doubles"
       }
 }
 
+TEST_CASE("reference_mla_oproj: random strided views, against a naive loop, any thread count") {
+  // o token-major with a padded row (o_stride_h L + 8, o_stride_m H * (L + 8) + 16); W_UV
+  // the last V rows of each head of a pack with 3 extra rows per head and a pitch of L + 8.
+  const int H = 3, M = 29, L = 40, V = 24;
+  const int64_t o_sh = L + 8, o_sm = H * o_sh + 16, w_sv = L + 8, w_sh = (V + 3) * w_sv;
+  std::vector<uint16_t> o(static_cast<size_t>(M) * o_sm), pack(static_cast<size_t>(H) * w_sh);
+  const uint64_t seed = next_seed();
+  INFO("seed " << seed);
+  fill_bf16_random(o.data(), o.size(), seed);
+  fill_bf16_random(pack.data(), pack.size(), seed + 1);
+  const uint16_t* w = pack.data() + 3 * w_sv;
+  std::vector<double> a(static_cast<size_t>(M) * H * V), b(a.size(), -1.0);
+  reference_mla_oproj(H, M, L, V, o.data(), o_sm, o_sh, w, w_sh, w_sv, a.data(), 1);
+  reference_mla_oproj(H, M, L, V, o.data(), o_sm, o_sh, w, w_sh, w_sv, b.data(), 0);
+  CHECK(a == b);
+  for (int m = 0; m < M; ++m)
+    for (int h = 0; h < H; ++h)
+      for (int v = 0; v < V; ++v) {
+        double s = 0;
+        for (int l = 0; l < L; ++l)
+          s += static_cast<double>(bf16_to_float(o[static_cast<size_t>(m * o_sm + h * o_sh + l)])) *
+               static_cast<double>(bf16_to_float(w[h * w_sh + v * w_sv + l]));
+        CAPTURE(m);
+        CAPTURE(h);
+        CAPTURE(v);
+        REQUIRE(std::fabs(s - a[(static_cast<size_t>(m) * H + h) * V + v]) <= 1e-12 * (1 + std::fabs(s)));
+      }
+  // One hand-computed element: o(0, 1, :) = 1, 2, 0, ...; w(1, :, 2) = 3, -1, 0, ... -> 3 - 2 = 1.
+  std::fill(o.begin(), o.begin() + o_sm, 0);
+  o[o_sh + 0] = float_to_bf16_rne(1.0f);
+  o[o_sh + 1] = float_to_bf16_rne(2.0f);
+  std::vector<uint16_t> w2(pack.size(), 0);
+  const int64_t base = 3 * w_sv + 1 * w_sh + 2 * w_sv;  // view + (h = 1, v = 2)
+  w2[static_cast<size_t>(base)] = float_to_bf16_rne(3.0f);
+  w2[static_cast<size_t>(base + 1)] = float_to_bf16_rne(-1.0f);
+  reference_mla_oproj(H, 1, L, V, o.data(), o_sm, o_sh, w2.data() + 3 * w_sv, w_sh, w_sv, a.data(), 3);
+  CHECK(a[1 * V + 2] == 1.0);
+  CHECK(a[1 * V + 3] == 0.0);
+}
+
 TEST_CASE("fill_bf16_random: deterministic, never zero, normal-ish") {
   const size_t n = 1 << 20;
   std::vector<uint16_t> a(n), b(n), c(n);

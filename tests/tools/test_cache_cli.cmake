@@ -120,20 +120,22 @@ if(EXISTS ${WORK}/nowhere)
   message(FATAL_ERROR "info created the cache directory")
 endif()
 
-# check: the kernels spark-prewarm builds for a model, present (0) or listed as missing (1).
+# check: the kernels spark-prewarm builds for a model (both ops), present (0) or listed as
+# missing (1).
 execute_process(COMMAND ${PREWARM} --model glm5 --tp 8 --max-m 16 --arch sm_90a --cache-dir ${WORK}/model -q
                 RESULT_VARIABLE rc)
 run_rc(0 check_covered check --model glm5 --tp 8 --max-m 16 --cache-dir ${WORK}/model)
-expect_match(check_covered "2 of 2 kernels.*covered")
+expect_match(check_covered "4 of 4 kernels.*covered")
 run_rc(1 check_missing check --model glm5 --tp 8 --max-m 64 --cache-dir ${WORK}/model)
 expect_match(check_missing "MISSING mla_qproj.h8.k192.n512.r64.m17-32.wbf16.obf16.sm_90a")
 expect_match(check_missing "MISSING mla_qproj.h8.k192.n512.r64.m33-64.wbf16.oe4m3.sm_90a")
-expect_match(check_missing "2 of 6 kernels")
+expect_match(check_missing "MISSING mla_oproj.h8.v256.l512.m17-8192.wbf16.obf16.sm_90a")
+expect_match(check_missing "4 of 10 kernels")
 run_rc(1 check_json check --model glm5 --tp 8 --max-m 64 --arch sm_90a,sm_100a --json --cache-dir ${WORK}/model)
 string(JSON covered GET "${check_json_stdout}" covered)
 string(JSON n_missing LENGTH "${check_json_stdout}" missing)
 string(JSON kernels GET "${check_json_stdout}" kernels)
-if(covered OR NOT n_missing EQUAL 10 OR NOT kernels EQUAL 12)
+if(covered OR NOT n_missing EQUAL 16 OR NOT kernels EQUAL 20)
   message(FATAL_ERROR "check --json: ${n_missing} missing of ${kernels}:\n${check_json_stdout}")
 endif()
 

@@ -9,14 +9,16 @@ message("${out}${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "first prewarm failed (${rc})")
 endif()
-if(NOT out MATCHES "spark-prewarm: 6 compiled, 0 cached, 0 failed")
-  message(FATAL_ERROR "first prewarm should compile 6 kernels (3 regimes x 2 outputs)")
+# A model brings both ops: the query projection's 3 regimes x 2 outputs, and the value
+# up-projection's (V = 256 for GLM-5) 2 regimes x 2 outputs.
+if(NOT out MATCHES "spark-prewarm: 10 compiled, 0 cached, 0 failed" OR NOT out MATCHES "mla_oproj.h8.v256.l512.m17-8192")
+  message(FATAL_ERROR "first prewarm should compile 10 kernels (query: 3 regimes x 2 outputs; value: 2 x 2)")
 endif()
 
 execute_process(COMMAND ${PREWARM} --model glm5 --tp 8 --arch sm_90a --max-m 64 --cache-dir ${WORK}/cache --json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 0" OR NOT out MATCHES "\"cached\": 6")
-  message(FATAL_ERROR "second prewarm should find all 6 cached (${rc}):\n${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 0" OR NOT out MATCHES "\"cached\": 10")
+  message(FATAL_ERROR "second prewarm should find all 10 cached (${rc}):\n${out}${err}")
 endif()
 
 # Without NVRTC (SPARK_NVRTC_LIBRARY naming no file): the cached kernels still load, a kernel
@@ -24,7 +26,7 @@ endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_NVRTC_LIBRARY=${WORK}/no-libnvrtc.so
                         ${PREWARM} --model glm5 --tp 8 --arch sm_90a --max-m 64 --cache-dir ${WORK}/cache --json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 6")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 10")
   message(FATAL_ERROR "without NVRTC the prewarmed kernels must still be found (${rc}):\n${out}${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_NVRTC_LIBRARY=${WORK}/no-libnvrtc.so
@@ -123,3 +125,19 @@ if(rc EQUAL 0 OR NOT out MATCHES "evicted")
 endif()
 
 file(REMOVE_RECURSE ${WORK})
+
+# --v-head-dim adds the value up-projection to explicit shapes; a V it does not implement, or
+# the flag without --heads, is a usage error naming it.
+execute_process(COMMAND ${PREWARM} --heads 8 --nope 128 --v-head-dim 128 --arch sm_90a --max-m 16 --out bf16
+                        --cache-dir ${WORK}/vdim --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 2" OR NOT out MATCHES "mla_oproj\\.h8\\.v128\\.l512\\.m1-16\\.wbf16\\.obf16\\.sm_90a")
+  message(FATAL_ERROR "--v-head-dim 128 must add the oproj kernel (${rc}):\n${out}${err}")
+endif()
+foreach(args "--heads;8;--nope;128;--v-head-dim;192" "--model;glm5;--v-head-dim;128")
+  execute_process(COMMAND ${PREWARM} ${args} --arch sm_90a --cache-dir ${WORK}/vdim
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT "${out}${err}" MATCHES "--v-head-dim")
+    message(FATAL_ERROR "${args}: expected exit 2 naming --v-head-dim (${rc}):\n${out}${err}")
+  endif()
+endforeach()

@@ -22,6 +22,7 @@
 #include "cache/inspect.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "ops/mla_oproj/presets.h"
 #include "ops/mla_qproj/presets.h"
 #include "ops/mla_qproj/render.h"
 #include "runtime/cuda_driver.h"
@@ -342,10 +343,12 @@ int cmd_info(const std::filesystem::path& root, bool json) {
 // Whether the cache holds, sound, every kernel spark-prewarm would build for the model.
 int cmd_check(const spark::KernelCache& cache, const std::string& model, int tp, const std::vector<std::string>& archs,
               int max_m, bool json) {
-  std::vector<spark::KernelKey> keys;
+  // Both ops' kernels, as spark-prewarm --model builds them.
+  std::vector<spark::PrewarmJob> jobs;
   try {
     spark::PrewarmSpec spec = spark::preset_spec(model, tp);
     spec.max_m = max_m;
+    const int v_head_dim = spark::model_preset(model).v_head_dim;
     for (const std::string& a : archs) {
       try {
         spark::arch_info(a);
@@ -353,7 +356,10 @@ int cmd_check(const spark::KernelCache& cache, const std::string& model, int tp,
         throw UsageError(fmt::format("argument '--arch': {}", e.what()));
       }
       spec.arch = a;
-      for (auto& k : spark::expand(spec)) keys.push_back(std::move(k));
+      for (auto& j : spark::prewarm_jobs(spark::expand(spec))) jobs.push_back(std::move(j));
+      for (auto& j : spark::oproj::prewarm_jobs(
+               spark::oproj::expand(spec.heads, {v_head_dim}, max_m, spec.weights, spec.outs, a)))
+        jobs.push_back(std::move(j));
     }
   } catch (const spark::Error& e) {
     throw UsageError(e.what());
@@ -364,14 +370,15 @@ int cmd_check(const spark::KernelCache& cache, const std::string& model, int tp,
   const std::string nvrtc = spark::nvrtc_version();
   ordered_json missing = ordered_json::array();
   size_t present = 0;
-  for (const spark::KernelKey& key : keys) {
+  for (const spark::PrewarmJob& job : jobs) {
     // The entry a load would look for: the same id KernelStore computes.
-    const spark::CacheId id = spark::cache_id(spark::render(key), spark::compile_options(key.arch), nvrtc);
+    const spark::KernelSpec spec = job.spec();
+    const spark::CacheId id = spark::cache_id(spec, spark::compile_options(spec.arch), nvrtc);
     std::string why;
     if (!readable) {
       why = "cache not readable";
     } else if (std::find(names.begin(), names.end(), id.name) == names.end()) {
-      const std::string stem = key.name() + "-";
+      const std::string stem = job.key + "-";
       const bool other = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(stem, 0) == 0; });
       why = other ? "only built by another spark, generator or NVRTC" : "not in the cache";
     } else if (const spark::EntryCheck c = spark::check_entry(root, id.name, id.hash); !c.ok()) {
@@ -381,7 +388,7 @@ int cmd_check(const spark::KernelCache& cache, const std::string& model, int tp,
       ++present;
       continue;
     }
-    missing.push_back({{"key", key.name()}, {"entry", id.name}, {"why", why}});
+    missing.push_back({{"key", job.key}, {"entry", id.name}, {"why", why}});
   }
   if (json) {
     std::cout << dump(ordered_json{{"model", model},
@@ -389,7 +396,7 @@ int cmd_check(const spark::KernelCache& cache, const std::string& model, int tp,
                                    {"archs", archs},
                                    {"max_m", max_m},
                                    {"cache_dir", cache.root().string()},
-                                   {"kernels", keys.size()},
+                                   {"kernels", jobs.size()},
                                    {"present", present},
                                    {"covered", missing.empty()},
                                    {"missing", missing}})
@@ -397,7 +404,7 @@ int cmd_check(const spark::KernelCache& cache, const std::string& model, int tp,
   } else {
     for (const auto& m : missing)
       fmt::print("MISSING {} ({})\n", m["key"].get<std::string>(), m["why"].get<std::string>());
-    fmt::print("{} --tp {} on {}: {} of {} kernels in {}{}\n", model, tp, fmt::join(archs, ","), present, keys.size(),
+    fmt::print("{} --tp {} on {}: {} of {} kernels in {}{}\n", model, tp, fmt::join(archs, ","), present, jobs.size(),
                cache.root().string(),
                missing.empty() ? "; covered"
                                : fmt::format("; {} missing (spark-prewarm --model {} --tp {} --arch {} --max-m {} "

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "ops/mla_oproj/presets.h"
 #include "ops/mla_qproj/presets.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -97,12 +98,13 @@ void read_spec_file(const std::string& path, spark::PrewarmSpec& spec, int& max_
 int main(int argc, char** argv) {
   namespace tools = spark_tools;
   const std::string tool = "spark-prewarm";
-  CLI::App app{"spark-prewarm: compile spark's MLA query-projection kernels into the on-disk cache"};
+  CLI::App app{"spark-prewarm: compile spark's MLA kernels (the query projection, and the value up-projection for a "
+               "model or --v-head-dim) into the on-disk cache"};
   tools::apply_conventions(app, tool);
   std::string model, spec_file, cache_dir;
   std::vector<std::string> archs;
   int tp = 1, jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))), max_m = spark::kMaxM;
-  std::vector<int> heads, nope;
+  std::vector<int> heads, nope, v_dims;
   std::vector<std::string> weights{"bf16"}, outs{"bf16", "e4m3"};
   bool json = false, quiet = false;
   std::vector<std::string> model_names;
@@ -124,10 +126,16 @@ int main(int argc, char** argv) {
                           ->check(CLI::IsMember({"bf16", "mxfp8", "fp8-block"}));
   auto* outs_opt =
       app.add_option("--out", outs, "output dtypes")->delimiter(',')->check(CLI::IsMember({"bf16", "e4m3"}));
+  auto* v_opt = app.add_option("--v-head-dim", v_dims,
+                               "with --heads: also the value up-projection (mla_oproj) for these V (128, 256); a "
+                               "--model brings its own")
+                   ->delimiter(',')
+                   ->check(CLI::IsMember({128, 256}));
   auto* spec_opt = app.add_option(
       "--spec", spec_file, "JSON file: {\"heads\":[..],\"nope\":[..],\"max_m\":N,\"weights\":[..],\"out\":[..]}");
   tp_opt->needs(model_opt);
-  model_opt->excludes(heads_opt)->excludes(nope_opt)->excludes(spec_opt);
+  model_opt->excludes(heads_opt)->excludes(nope_opt)->excludes(spec_opt)->excludes(v_opt);
+  v_opt->needs(heads_opt);
   spec_opt->excludes(heads_opt)->excludes(nope_opt)->excludes(max_m_opt)->excludes(weights_opt)->excludes(outs_opt);
   app.add_option("--arch", archs,
                  fmt::format("targets, comma-separated, e.g. sm_90a,sm_100a (default: the local GPU's, or sm_90a "
@@ -143,6 +151,7 @@ int main(int argc, char** argv) {
   // Everything up to the first compile is the command line's fault when it fails: exit 2.
   spark::PrewarmSpec spec;
   std::vector<spark::KernelKey> keys;
+  std::vector<spark::PrewarmJob> all;  // both ops' kernels
   bool from_gpu = false;
   try {
     if (!model.empty()) {
@@ -182,6 +191,14 @@ int main(int argc, char** argv) {
         throw spark::Error(e.status(), fmt::format("argument '--spec': {}: {}", spec_file, e.what()));
       }
     }
+    all = spark::prewarm_jobs(keys);
+    // The value up-projection: a preset's V and heads per rank, or --v-head-dim with --heads.
+    std::vector<int> oproj_heads = spec.heads, oproj_v = v_dims;
+    if (!model.empty()) oproj_v = {spark::model_preset(model).v_head_dim};
+    for (const std::string& a : archs)
+      for (auto& job : spark::oproj::prewarm_jobs(
+               spark::oproj::expand(oproj_heads, oproj_v, spec.max_m, spec.weights, spec.outs, a)))
+        all.push_back(std::move(job));
   } catch (const spark::Error& e) {
     return tools::report_error(tool, e.what(), "usage", tools::kExitUsage, json);
   }
@@ -191,7 +208,7 @@ int main(int argc, char** argv) {
     const std::string arch_list = fmt::format("{}", fmt::join(archs, ","));
     const bool tty = !json && !quiet && isatty(STDOUT_FILENO);
     if (!json) {
-      fmt::print("spark-prewarm: {} kernels for {}{} into {}\n", keys.size(), arch_list,
+      fmt::print("spark-prewarm: {} kernels for {}{} into {}\n", all.size(), arch_list,
                  from_gpu ? " (local GPU)" : archs.size() == 1 && archs[0] == "sm_90a" && !app.count("--arch")
                                                  ? " (no GPU found; default)"
                                                  : "",
@@ -199,7 +216,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     const auto start = std::chrono::steady_clock::now();
-    const auto results = spark::prewarm(store, keys, jobs, [&](const spark::PrewarmResult& r, size_t done) {
+    const auto results = spark::prewarm(store, all, jobs, [&](const spark::PrewarmResult& r, size_t done) {
       if (json || (quiet && r.ok)) return;  // failures are printed even with --quiet
       if (tty) fmt::print("\r\033[K");
       if (r.ok) {
@@ -208,7 +225,7 @@ int main(int argc, char** argv) {
       } else {
         fmt::print("  {:<22} {}\n{}\n", "FAILED", r.key, r.error);
       }
-      if (tty) fmt::print("[{}/{}]", done, keys.size());
+      if (tty) fmt::print("[{}/{}]", done, all.size());
       std::fflush(stdout);
     });
     if (tty) fmt::print("\r\033[K");

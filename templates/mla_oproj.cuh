@@ -1,0 +1,195 @@
+// The MLA value up-projection, out[m, h*V + v] = sum_l o[m, h, l] * W_UV[h, l, v], on
+// mma.sync (sm_80 and later).  Both operands run along L, their contiguous dimension, so
+// every lane loads its fragments straight from global memory as 16-byte vectors (8 bf16
+// or 8 e4m3 bytes along L) with no shared-memory staging: within each 32-wide L chunk,
+// lane (g, t) = (lane / 4, lane % 4) holds L positions 8t..8t+7 of its rows, and the two
+// k16 MMA steps of the chunk take positions 8t + 4s .. 8t + 4s + 3 as the fragment's k
+// pairs (2t, 2t+1) and (2t+8, 2t+9).  A and B use the same order, so the sum over L is
+// unchanged.  A CTA owns BN columns of one head and BM = 16 x TM rows; its KSPLIT warp rows
+// split L and add their partial sums through shared memory.  The weights (and their
+// scales) are requested before the wait on the previous kernel, the activations after.
+#pragma once
+
+#include "mla_oproj_params.h"
+#include "spark_device.cuh"
+
+namespace spark {
+
+enum class OprojOut { kBf16 = 0, kE4m3 = 1 };
+enum class OprojWeights { kBf16 = 0, kMxfp8 = 1, kFp8Block128 = 2 };
+
+// The layout from the named choices S: V, L, BN (columns per CTA), KSPLIT (warps along
+// L), TM (16-row M tiles per warp), kOut, kWeights.
+template <class S>
+struct MlaOprojConfig : S {
+  using S::V, S::L, S::BN, S::KSPLIT, S::TM, S::kOut, S::kWeights;
+  static constexpr bool kFp8 = kWeights != OprojWeights::kBf16;
+  static constexpr int BM = 16 * TM;
+  static constexpr int kNWarps = BN / 32;  // warps across the columns, 32 each
+  static constexpr int kThreads = kNWarps * KSPLIT * 32;
+  static constexpr int kLPerWarp = L / KSPLIT;
+  static constexpr int kChunks = kLPerWarp / 32;
+  static constexpr int kOutBytes = kOut == OprojOut::kBf16 ? 2 : 1;
+  // The partial sums of every warp row: KSPLIT x BM x BN floats.
+  static constexpr int kSmemBytes = KSPLIT * BM * BN * 4;
+  static_assert(BN % 32 == 0 && V % BN == 0, "whole 32-column warps; V in BN blocks");
+  static_assert(L % (KSPLIT * 32) == 0, "L in whole 32-wide chunks per warp");
+  static_assert(kThreads <= 512 && TM >= 1 && TM <= 4, "CTA size, M tiles per warp");
+};
+
+// Eight e4m3 weights (L positions e = 0..7 of one row) -> four bf16x2 words (e 2i, 2i + 1),
+// each RN_bf16(fp32(value * scale)).
+__device__ __forceinline__ uint4 oproj_dequantise(uint2 q, float s) {
+  float lo[4], hi[4];
+  e4m3x4_to_float(q.x, lo);
+  e4m3x4_to_float(q.y, hi);
+  uint4 r;
+  r.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
+  r.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
+  r.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
+  r.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
+  return r;
+}
+
+// A lane's eight weights of one row and chunk as loaded: 8 e4m3 bytes or 8 bf16.
+template <bool kFp8>
+struct OprojWeightVec {
+  using type = uint4;
+};
+template <>
+struct OprojWeightVec<true> {
+  using type = uint2;
+};
+
+__device__ __forceinline__ u32 word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <class C>
+__device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
+  extern __shared__ __align__(16) u8 smem[];
+  float* partial = reinterpret_cast<float*>(smem);
+
+  constexpr int kBlocksN = C::V / C::BN;
+  const int tiles_m = (p.m + C::BM - 1) / C::BM;
+  const int tile_m = blockIdx.x % tiles_m;
+  const int nb = blockIdx.x / tiles_m % kBlocksN;
+  const int h = blockIdx.x / tiles_m / kBlocksN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nw = warp % C::kNWarps, ks = warp / C::kNWarps;
+  const int g = lane / 4, t = lane % 4;
+  const int v0 = nb * C::BN + nw * 32;  // the warp's first column
+  const int l0 = ks * C::kLPerWarp + 8 * t;  // the lane's first L position
+
+  // Weights: rows v0 + 8j + g, chunk c at L position l0 + 32c.  They do not depend on the
+  // previous kernel, so they are requested before waiting for it.
+  using WVec = typename OprojWeightVec<C::kFp8>::type;
+  WVec wv[C::kChunks][4];
+  float scale[C::kChunks][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int v = v0 + 8 * j + g;
+    const long long row = h * p.w_stride_h + v * p.w_stride_v + l0;
+#pragma unroll
+    for (int c = 0; c < C::kChunks; ++c) {
+      if constexpr (C::kFp8) {
+        wv[c][j] = *reinterpret_cast<const uint2*>(static_cast<const u8*>(p.w) + row + 32 * c);
+        const int l = l0 + 32 * c;
+        if constexpr (C::kWeights == OprojWeights::kMxfp8) {
+          scale[c][j] = e8m0_to_float(static_cast<const u8*>(
+              p.w_scale)[h * p.w_scale_stride_h + v * p.w_scale_stride_v + l / 32]);
+        } else {
+          const long long packed = (h + 1) * p.w_scale_stride_h - C::V + v;
+          scale[c][j] = static_cast<const float*>(p.w_scale)[(packed / 128) * p.w_scale_stride_v + l / 128];
+        }
+      } else {
+        wv[c][j] = *reinterpret_cast<const uint4*>(static_cast<const u16*>(p.w) + row + 32 * c);
+      }
+    }
+  }
+  grid_dependency_wait();
+  grid_dependents_launch();
+
+  float acc[C::TM][4][4];
+#pragma unroll
+  for (int i = 0; i < C::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  const int m0 = tile_m * C::BM;
+  const u16* o = static_cast<const u16*>(p.o) + h * p.o_stride_h + l0;
+#pragma unroll
+  for (int c = 0; c < C::kChunks; ++c) {
+    uint4 b[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (C::kFp8) {
+        b[j] = oproj_dequantise(wv[c][j], scale[c][j]);
+      } else {
+        b[j] = wv[c][j];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < C::TM; ++i) {
+      const int r0 = m0 + 16 * i + g, r1 = r0 + 8;
+      const uint4 zero = make_uint4(0, 0, 0, 0);
+      const uint4 a_lo = r0 < p.m ? *reinterpret_cast<const uint4*>(o + r0 * p.o_stride_m + 32 * c) : zero;
+      const uint4 a_hi = r1 < p.m ? *reinterpret_cast<const uint4*>(o + r1 * p.o_stride_m + 32 * c) : zero;
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const u32 a[4] = {word_of(a_lo, 2 * s), word_of(a_hi, 2 * s), word_of(a_lo, 2 * s + 1),
+                          word_of(a_hi, 2 * s + 1)};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_bf16_16816(acc[i][j], a, word_of(b[j], 2 * s), word_of(b[j], 2 * s + 1));
+      }
+    }
+  }
+
+  // Each warp row's partial sums into shared memory: row 16i + g (+8), column nw*32 + 8j + 2t.
+  float* mine = partial + ks * (C::BM * C::BN);
+#pragma unroll
+  for (int i = 0; i < C::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = 16 * i + g + 8 * half, col = nw * 32 + 8 * j + 2 * t;
+        *reinterpret_cast<float2*>(mine + r * C::BN + col) = make_float2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+      }
+  __syncthreads();
+
+  // The sums, 8 columns per thread and vector: bf16 (16 bytes) or e4m3 (8 bytes).
+  float inv_scale = 1.0f;
+  if constexpr (C::kOut == OprojOut::kE4m3) inv_scale = rcp_rn(*p.out_scale);
+  constexpr int kVecs = C::BN / 8;
+  for (int idx = threadIdx.x; idx < C::BM * kVecs; idx += C::kThreads) {
+    const int r = idx / kVecs, vec = idx % kVecs;
+    const int m = m0 + r;
+    if (m >= p.m) continue;
+    float sum[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sum[e] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C::KSPLIT; ++k) {
+      const float* src = partial + k * (C::BM * C::BN) + r * C::BN + vec * 8;
+      const float4 x = *reinterpret_cast<const float4*>(src), y = *reinterpret_cast<const float4*>(src + 4);
+      sum[0] += x.x, sum[1] += x.y, sum[2] += x.z, sum[3] += x.w;
+      sum[4] += y.x, sum[5] += y.y, sum[6] += y.z, sum[7] += y.w;
+    }
+    const u32 w0 = pack_bf16x2(sum[0], sum[1]), w1 = pack_bf16x2(sum[2], sum[3]);
+    const u32 w2 = pack_bf16x2(sum[4], sum[5]), w3 = pack_bf16x2(sum[6], sum[7]);
+    const long long col = static_cast<long long>(h) * C::V + nb * C::BN + vec * 8;
+    u8* dst = static_cast<u8*>(p.out) + (m * p.out_stride_m + col) * C::kOutBytes;
+    if constexpr (C::kOut == OprojOut::kBf16) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w0, w1, w2, w3);
+    } else {
+      const u32 lo = u32(bf16x2_to_e4m3x2(w0, inv_scale)) | (u32(bf16x2_to_e4m3x2(w1, inv_scale)) << 16);
+      const u32 hi = u32(bf16x2_to_e4m3x2(w2, inv_scale)) | (u32(bf16x2_to_e4m3x2(w3, inv_scale)) << 16);
+      *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+    }
+  }
+}
+
+}  // namespace spark
