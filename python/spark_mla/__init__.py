@@ -5,7 +5,8 @@
 
 This module needs no torch: it loads libspark (the copy bundled in the package, or the file
 named by $SPARK_LIBRARY) through ctypes.  The torch op is in spark_mla.ops
-(torch.ops.spark_mla.mla_qproj and mla_qproj_out), registered when that module is imported.
+(torch.ops.spark_mla.mla_qproj and mla_qproj_out, and the value up-projection's mla_oproj and
+mla_oproj_out), registered when that module is imported.
 """
 
 from ._lib import (SparkError, SparkInvalidArgument, SparkNotLoadedWhileCapturing,

@@ -100,6 +100,22 @@ class QProjArgs(ctypes.Structure):
                 ("q_scale", ctypes.c_void_p)]
 
 
+class OProjDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("heads", ctypes.c_int32),
+                ("latent_dim", ctypes.c_int32), ("v_head_dim", ctypes.c_int32),
+                ("weight_format", ctypes.c_int), ("out_dtype", ctypes.c_int)]
+
+
+class OProjArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("m", ctypes.c_int32),
+                ("o", ctypes.c_void_p), ("o_stride_m", ctypes.c_int64), ("o_stride_h", ctypes.c_int64),
+                ("w", ctypes.c_void_p), ("w_stride_h", ctypes.c_int64), ("w_stride_v", ctypes.c_int64),
+                ("w_scale", ctypes.c_void_p), ("w_scale_stride_h", ctypes.c_int64),
+                ("w_scale_stride_v", ctypes.c_int64),
+                ("out", ctypes.c_void_p), ("out_stride_m", ctypes.c_int64),
+                ("out_scale", ctypes.c_void_p)]
+
+
 class PlanOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("max_m", ctypes.c_int32),
                 ("lazy", ctypes.c_int32), ("enable_pdl", ctypes.c_int32)]
@@ -122,6 +138,14 @@ def qproj_desc(**fields):
 
 def qproj_args(**fields):
     return _init(QProjArgs, **fields)
+
+
+def oproj_desc(**fields):
+    return _init(OProjDesc, **fields)
+
+
+def oproj_args(**fields):
+    return _init(OProjArgs, **fields)
 
 
 def plan_options(max_m=MAX_M, lazy=False, enable_pdl=False):
@@ -148,6 +172,12 @@ _SIGNATURES = {
                                                    ctypes.POINTER(ctypes.c_void_p)]),
     "spark_mla_qproj_plan_destroy": (None, [ctypes.c_void_p]),
     "spark_mla_qproj_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(QProjArgs), ctypes.c_void_p]),
+    "spark_mla_oproj_can_implement": (ctypes.c_int, [ctypes.POINTER(OProjDesc), ctypes.POINTER(OProjArgs)]),
+    "spark_mla_oproj_plan_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(OProjDesc),
+                                                   ctypes.POINTER(PlanOptions),
+                                                   ctypes.POINTER(ctypes.c_void_p)]),
+    "spark_mla_oproj_plan_destroy": (None, [ctypes.c_void_p]),
+    "spark_mla_oproj_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(OProjArgs), ctypes.c_void_p]),
 }
 
 _lib = None
@@ -229,3 +259,12 @@ def can_implement(desc, args=None):
     check(lib.spark_mla_qproj_can_implement(ctypes.byref(desc),
                                             ctypes.byref(args) if args is not None else None),
           "spark_mla_qproj_can_implement")
+
+
+def can_implement_oproj(desc, args=None):
+    """spark_mla_oproj_can_implement on the host (no device): None, or raises SparkError naming
+    the argument and the rule."""
+    lib = library()
+    check(lib.spark_mla_oproj_can_implement(ctypes.byref(desc),
+                                            ctypes.byref(args) if args is not None else None),
+          "spark_mla_oproj_can_implement")

@@ -1,4 +1,5 @@
-"""The torch op: spark's MLA query projection on the tensors an MLA server holds.
+"""The torch ops: spark's MLA query projection on the tensors an MLA server holds (and, from
+spark_mla/_oproj.py, the value up-projection: torch.ops.spark_mla.mla_oproj / mla_oproj_out).
 
     import spark_mla.ops
     q_nope, q_pe = q[..., :K], q[..., K:]                  # views of the [M, H, K+R] query
@@ -309,15 +310,15 @@ class Plan:
             _raise_run_error(status, m)
 
 
-def _raise_run_error(status, m):
+def _raise_run_error(status, m, function="spark_mla_qproj_run"):
     try:
-        _lib.check(status, "spark_mla_qproj_run")
+        _lib.check(status, function)
     except SparkNotLoadedWhileCapturing as e:
         raise SparkNotLoadedWhileCapturing(
             e.status, f"{e.spark_message}. The lazy plan has not loaded the kernel for M = {m} and the stream "
                       "is capturing a CUDA graph; nothing was launched and the capture is intact. Run this M "
                       "once before capturing, or use lazy=False (every M up to max_m loaded when the plan is "
-                      "made)", "spark_mla_qproj_run") from None
+                      "made)", function) from None
 
 
 def get_plan(heads, nope_dim, latent_dim=512, rope_dim=64, weight_format="bf16", out_dtype=torch.bfloat16,
@@ -430,5 +431,10 @@ def staged_reference(q_nope, q_pe, w, w_scale=None, out_dtype=torch.bfloat16, q_
     return res
 
 
-__all__ = ["Plan", "SparkError", "SparkInvalidArgument", "SparkNotLoadedWhileCapturing", "SparkUnsupported",
-           "context", "dequantize_fp8_block", "dequantize_mxfp8", "get_plan", "mla_qproj", "staged_reference"]
+# The value up-projection's ops register with this module (spark_mla/_oproj.py).
+from ._oproj import (OprojPlan, dequantize_oproj_weights, get_oproj_plan, mla_oproj,  # noqa: E402
+                     staged_oproj_reference)
+
+__all__ = ["OprojPlan", "Plan", "SparkError", "SparkInvalidArgument", "SparkNotLoadedWhileCapturing",
+           "SparkUnsupported", "context", "dequantize_fp8_block", "dequantize_mxfp8", "dequantize_oproj_weights",
+           "get_oproj_plan", "get_plan", "mla_oproj", "mla_qproj", "staged_oproj_reference", "staged_reference"]
