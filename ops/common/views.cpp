@@ -22,7 +22,7 @@ void check_aligned(const void* p, const char* name, unsigned alignment) {
   SPARK_CHECK_ARG(address_of(p) % alignment == 0, name, "must be {}-byte aligned (address {})", alignment, p);
 }
 
-void check_formats(spark_weight_format weight_format, spark_dtype out_dtype) {
+void check_formats(const spark_weight_format& weight_format, const spark_dtype& out_dtype) {
   const int32_t w = enum_value(weight_format);
   SPARK_CHECK_ARG(w == SPARK_WEIGHTS_BF16 || w == SPARK_WEIGHTS_MXFP8 || w == SPARK_WEIGHTS_FP8_BLOCK128,
                   "weight_format",
@@ -39,8 +39,8 @@ void check_m(int32_t m, int max_m_call, int max_m_plan) {
   SPARK_CHECK_ARG(m <= max_m_plan, "m", "{} is above the plan's max_m {}", m, max_m_plan);
 }
 
-void check_scale_pointers(const void* w_scale, spark_weight_format format, const float* out_scale,
-                          spark_dtype out_dtype, const char* scale_name) {
+void check_scale_pointers(const void* w_scale, const spark_weight_format& format, const float* out_scale,
+                          const spark_dtype& out_dtype, const char* scale_name) {
   const int32_t f = enum_value(format);
   if (f == SPARK_WEIGHTS_MXFP8 || f == SPARK_WEIGHTS_FP8_BLOCK128) {
     SPARK_CHECK_ARG(w_scale, "w_scale", "must not be NULL for {} weights",

@@ -19,14 +19,15 @@ uintptr_t address_of(const void* p);
 void check_stride(int64_t stride, const char* name, int64_t multiple, int64_t min_value, const char* min_rule);
 void check_aligned(const void* p, const char* name, unsigned alignment);
 
-// A descriptor's enums: one of the spark_weight_format and spark_dtype values.
-void check_formats(spark_weight_format weight_format, spark_dtype out_dtype);
+// A descriptor's enums: one of the spark_weight_format and spark_dtype values.  The C fields
+// are taken by reference and read as ints (core/c_enum.h): a caller may store any int there.
+void check_formats(const spark_weight_format& weight_format, const spark_dtype& out_dtype);
 // A call's M: 1..max_m_call (the op's limit) and <= the plan's max_m.
 void check_m(int32_t m, int max_m_call, int max_m_plan);
 // w_scale present for the FP8 formats, NULL for bf16; the output scale (named `scale_name`)
 // present and 4-byte aligned for e4m3 output.
-void check_scale_pointers(const void* w_scale, spark_weight_format format, const float* out_scale,
-                          spark_dtype out_dtype, const char* scale_name);
+void check_scale_pointers(const void* w_scale, const spark_weight_format& format, const float* out_scale,
+                          const spark_dtype& out_dtype, const char* scale_name);
 
 // The bytes a view spans: [begin, end).
 struct Span {
