@@ -25,7 +25,6 @@ class Plan {
     RenderedSource rendered;
     std::atomic<const LoadedKernel*> kernel{nullptr};
   };
-  const LoadedKernel& kernel_for(Slot& slot, CUstream stream);
 
   Context& ctx_;
   spark_mla_oproj_desc desc_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/common/regime_kernel.h"
 #include "ops/mla_qproj/tiles.h"
 #include "ops/mla_qproj/validate.h"
 #include "runtime/launch.h"
@@ -22,23 +23,6 @@ Plan::Plan(Context& ctx, const spark_mla_qproj_desc& desc, const spark_mla_qproj
     if (!opts.lazy) slot->kernel.store(&ctx.load(slot->rendered, "plan creation"), std::memory_order_release);
     slots_.push_back(std::move(slot));
   }
-}
-
-const LoadedKernel& Plan::kernel_for(Slot& slot, CUstream stream) {
-  if (const LoadedKernel* k = slot.kernel.load(std::memory_order_acquire)) return *k;
-  // Only lazy plans get here.  Loading or compiling inside a capture would either break
-  // the capture or stall it; refuse instead, before touching anything.
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  SPARK_CU_CHECK(StreamIsCapturing, stream, &capture);
-  SPARK_CHECK(capture == CU_STREAM_CAPTURE_STATUS_NONE, SPARK_ERROR_NOT_LOADED_WHILE_CAPTURING,
-              "kernel {} is not loaded and the stream is capturing a CUDA graph; run this M once outside "
-              "the capture or create the plan with lazy = 0",
-              slot.rendered.key);
-  const MRegime& regime = slot.rendered.op_key.regime;
-  const LoadedKernel& k =
-      ctx_.load(slot.rendered, fmt::format("the first run of a lazy plan at M {}-{}", regime.m_min, regime.m_max));
-  slot.kernel.store(&k, std::memory_order_release);
-  return k;
 }
 
 long long stationary_m_chunks(long long blocks, long long tiles_m, long long resident) {
@@ -68,7 +52,8 @@ void Plan::run(const spark_mla_qproj_args* args, CUstream stream) {
     if (s->rendered.op_key.regime.contains(m)) slot = s.get();
   SPARK_CHECK(slot != nullptr, SPARK_ERROR_INTERNAL, "no regime covers m = {}", m);
   ScopedCurrent current(ctx_.cu_context());
-  const LoadedKernel& k = kernel_for(*slot, stream);
+  const LoadedKernel& k =
+      regime_kernel(ctx_, slot->kernel, slot->rendered, slot->rendered.op_key.regime, stream);
 
   MlaQprojParams p{};
   p.q_nope = args->q_nope;

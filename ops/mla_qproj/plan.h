@@ -31,7 +31,6 @@ class Plan {
     RenderedSource rendered;  // the regime's key, tile and spec
     std::atomic<const LoadedKernel*> kernel{nullptr};
   };
-  const LoadedKernel& kernel_for(Slot& slot, CUstream stream);
 
   Context& ctx_;
   spark_mla_qproj_desc desc_;

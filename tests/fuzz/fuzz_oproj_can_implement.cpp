@@ -14,33 +14,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <string_view>
 
 #include "spark/spark.h"
+#include "fuzz_views.h"
 
 namespace {
 
-using u128 = unsigned __int128;
-
-struct View {
-  u128 begin, end;
-};
-
-// [base, base + ((n1 - 1) * s1 + (n2 - 1) * s2 + inner) * bytes), exactly.
-View view(const void* base, int64_t n1, int64_t s1, int64_t n2, int64_t s2, int64_t inner, int64_t bytes) {
-  const __int128 last = static_cast<__int128>(n1 - 1) * s1 + static_cast<__int128>(n2 - 1) * s2 + inner;
-  if (last <= 0) __builtin_trap();  // accepted with a non-positive extent
-  const u128 begin = reinterpret_cast<uintptr_t>(base);
-  return View{begin, begin + static_cast<u128>(last) * static_cast<u128>(bytes)};
-}
-
-bool overlap(const View& a, const View& b) { return a.begin < b.end && b.begin < a.end; }
-
-int32_t as_int(const void* field) {
-  int32_t v;
-  std::memcpy(&v, field, sizeof v);
-  return v;
-}
+using spark_fuzz::as_int;
+using spark_fuzz::u128;
+using spark_fuzz::check_views;
+using spark_fuzz::View;
+using spark_fuzz::view;
 
 // The views an accepted call spans: all inside the address space, out apart from the rest.
 void check_accepted(const spark_mla_oproj_desc& d, const spark_mla_oproj_args& a) {
@@ -69,12 +53,7 @@ void check_accepted(const spark_mla_oproj_desc& d, const spark_mla_oproj_args& a
   }
   if (e4m3)
     inputs[3] = View{reinterpret_cast<uintptr_t>(a.out_scale), reinterpret_cast<uintptr_t>(a.out_scale) + u128{4}};
-  const u128 top = static_cast<u128>(UINTPTR_MAX) + 1;
-  if (out.end > top) __builtin_trap();
-  for (const View& in : inputs) {
-    if (in.end > top) __builtin_trap();
-    if (overlap(out, in)) __builtin_trap();
-  }
+  check_views(out, inputs);
 }
 
 }  // namespace
@@ -83,34 +62,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   spark_mla_oproj_desc desc;
   spark_mla_oproj_args args;
-  std::memset(&desc, 0, sizeof desc);
-  std::memset(&args, 0, sizeof args);
-  const uint8_t desc_size = data[0], args_size = data[1];
-  data += 2;
-  size -= 2;
-  const size_t n_desc = size < sizeof desc ? size : sizeof desc;
-  std::memcpy(&desc, data, n_desc);
-  std::memcpy(&args, data + n_desc, size - n_desc < sizeof args ? size - n_desc : sizeof args);
-  desc.struct_size = desc_size & 0x80 ? sizeof desc : size_t{desc_size} * 2;
-  args.struct_size = args_size & 0x80 ? sizeof args : static_cast<size_t>(args_size & 0x3f) * 4;
-  const bool with_args = (args_size & 0xc0) != 0x40;
-
+  const bool with_args = spark_fuzz::frame(data, size, desc, args);
   const spark_status status = spark_mla_oproj_can_implement(&desc, with_args ? &args : nullptr);
-  const char* message = spark_last_error();
-  if (message == nullptr) __builtin_trap();
-  const std::string_view msg(message);
-  switch (status) {
-    case SPARK_SUCCESS:
-      if (!msg.empty()) __builtin_trap();
-      if (with_args) check_accepted(desc, args);
-      break;
-    case SPARK_ERROR_INVALID_ARGUMENT:
-    case SPARK_ERROR_UNSUPPORTED:
-      // ops/mla_oproj/validate.h: every message starts with "argument '<name>': ".
-      if (msg.rfind("argument '", 0) != 0) __builtin_trap();
-      break;
-    default:
-      __builtin_trap();
-  }
+  // Every refusal's message starts with "argument '<name>': " (the op's validate.h).
+  spark_fuzz::check_status(status, spark_last_error());
+  if (status == SPARK_SUCCESS && with_args) check_accepted(desc, args);
   return 0;
 }
