@@ -1,51 +1,51 @@
 #!/usr/bin/env python3
 """Markdown table of a spark-bench JSON (optionally with a --pdl run beside it).
 
-Usage: bench/summarize.py RESULT.json [RESULT-pdl.json]; either may be a comma-separated list of
-files whose rows are taken together (a grid run in parts; the header is the first file's).
-Rows are keyed by (H, K, M, weights, out, out_pitch); files written before out_pitch existed
-read as pitch 576 (contiguous rows).  The pitch column is shown only when a row is padded.
+Usage: bench/summarize.py RESULT.json [RESULT-pdl.json] [--op qproj|oproj]; either file may be a
+comma-separated list of files whose rows are taken together (a grid run in parts; the header is
+the first file's).  Rows are keyed as bench/rows.py says: (H, K, M, weights, out, out_pitch) for
+the query projection, (H, V, M, weights, out, out_pad) for the value up-projection.  The op is
+the one the files hold (the query projection's where they hold both, unless --op says).  The
+pitch or pad column is shown only when a row is padded.
 """
-import json
-import sys
+import argparse
 
-CONTIGUOUS = 576  # N + R: out's row pitch when its rows are unpadded
+import rows as bench_rows
 
-
-def key(r):
-    return (r["H"], r["K"], r["M"], r["weights"], r["out"], r.get("out_pitch", CONTIGUOUS))
-
-
-def load(paths):
-    first, rows = None, {}
-    for path in paths.split(","):
-        with open(path) as f:
-            d = json.load(f)
-        first = first or d
-        rows.update({key(r): r for r in d["rows"] if r.get("status") == "ok"})
-    return first, rows
+SHOWN_M = (1, 4, 16, 32, 64, 256, 1024, 4096, 8192)
+SHOWN_H = {"qproj": (8, 11, 16, 64, 128), "oproj": (8, 16, 64, 128)}
 
 
 def main():
-    base, rows = load(sys.argv[1])
-    pdl = load(sys.argv[2])[1] if len(sys.argv) > 2 else {}
-    padded = any(k[5] != CONTIGUOUS for k in rows)
-    print(f"GPU {base['gpu']['name'] if isinstance(base['gpu'], dict) else base['gpu']}, driver {base['driver_version']}, "
-          f"commit {base['commit']}, {base['date']}, copy ceiling {base['ceiling_tbps']:.2f} TB/s\n")
-    pitch_hdr = " pitch |" if padded else ""
-    hdr = (f"| H | K | M | weights | out |{pitch_hdr} staged µs | spark µs | ratio | spark+PDL µs | ratio | floor µs "
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("result")
+    ap.add_argument("pdl", nargs="?")
+    ap.add_argument("--op", choices=bench_rows.OPS, help="the op to tabulate (default: the one the files hold)")
+    args = ap.parse_args()
+    base, rows = bench_rows.read(args.result)
+    rows = bench_rows.latest(rows)
+    pdl = bench_rows.latest(bench_rows.read(args.pdl)[1]) if args.pdl else {op: {} for op in bench_rows.OPS}
+    op = args.op or ("qproj" if rows["qproj"] or not rows["oproj"] else "oproj")
+    rows, pdl = rows[op], pdl[op]
+    padded = any(bench_rows.padded(op, k) for k in rows)
+    gpu = base["gpu"]["name"] if isinstance(base["gpu"], dict) else base["gpu"]
+    print(f"GPU {gpu}, driver {base['driver_version']}, commit {base['commit']}, {base['date']}, "
+          f"copy ceiling {base['ceiling_tbps']:.2f} TB/s\n")
+    dim, pad = ("V", "pad") if op == "oproj" else ("K", "pitch")
+    pad_hdr = f" {pad} |" if padded else ""
+    hdr = (f"| H | {dim} | M | weights | out |{pad_hdr} staged µs | spark µs | ratio | spark+PDL µs | ratio | floor µs "
            "| frac of ceiling |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for k in sorted(rows):
-        H, K, M, w, o, pitch = k
-        if M not in (1, 4, 16, 32, 64, 256, 1024, 4096, 8192) or H not in (8, 11, 16, 64, 128):
+        H, D, M, w, o, p = k
+        if M not in SHOWN_M or H not in SHOWN_H[op]:
             continue
         r = rows[k]
-        p = pdl.get(k)
-        pcol = f"{p['spark_us']:.2f} | {p['ratio']:.2f}" if p else "– | –"
-        pitch_col = f" {pitch} |" if padded else ""
-        print(f"| {H} | {K} | {M} | {w} | {o} |{pitch_col} {r['staged_us']:.2f} | {r['spark_us']:.2f} | "
+        q = pdl.get(k)
+        pcol = f"{q['spark_us']:.2f} | {q['ratio']:.2f}" if q else "– | –"
+        pad_col = f" {p} |" if padded else ""
+        print(f"| {H} | {D} | {M} | {w} | {o} |{pad_col} {r['staged_us']:.2f} | {r['spark_us']:.2f} | "
               f"{r['ratio']:.2f} | {pcol} | {r['floor_us']:.2f} | {r['fraction_of_ceiling']:.2f} |")
 
 

@@ -6,25 +6,23 @@ Prints, per target, the range over its rows for each run, so BENCHMARKS.md's hea
 table can be filled from the same files it cites (docs/benchmarks.md states the targets).
 Either argument may be a comma-separated list of files whose rows are taken together (a grid
 run in parts, e.g. one per --out-pitch).
-Rows are keyed by (H, K, M, weights, out, out_pitch); files written before out_pitch existed
-read as pitch 576, and before block FP8 existed simply have no fp8-block rows.
+Rows are keyed as bench/rows.py says; files written before block FP8 existed simply have no
+fp8-block rows.  Value up-projection rows (spark-bench --op oproj) get their own targets, after
+the query projection's when a file has both.
 """
-import json
 import sys
 
-CONTIGUOUS = 576      # N + R: out's row pitch when its rows are unpadded
+import rows as bench_rows
+
 SECTOR_BYTES = 32     # a DRAM sector: a row pitch of whole sectors keeps every row start aligned
 FP8_FORMATS = ("mxfp8", "fp8-block")
 
 
 def load(paths):
-    rows = {}
-    for path in paths.split(","):
-        with open(path) as f:
-            d = json.load(f)
-        rows.update({(r["H"], r["K"], r["M"], r["weights"], r["out"], r.get("out_pitch", CONTIGUOUS)): r
-                     for r in d["rows"] if r.get("status") == "ok"})
-    return rows
+    """The measured rows: (query projection's, value up-projection's), the last file's where
+    several measured a row."""
+    rows = bench_rows.latest(bench_rows.read(paths)[1])
+    return rows["qproj"], rows["oproj"]
 
 
 def rng(values, fmt="{:.2f}"):
@@ -39,9 +37,7 @@ def aligned(k):
 
 
 def name(k):
-    """A row's name; the pitch only where out's rows are padded."""
-    s = f"H={k[0]} K={k[1]} M={k[2]}"
-    return s if k[5] == CONTIGUOUS else f"{s} pitch={k[5]}"
+    return bench_rows.name("qproj", k)
 
 
 def over_bf16(rows, fmt, keep):
@@ -103,12 +99,53 @@ def report(rows):
     return out
 
 
+def oproj_name(k):
+    return bench_rows.name("oproj", k)
+
+
+def oproj_report(rows):
+    """The value up-projection's targets (docs/benchmarks.md)."""
+    out = {}
+    dec = {k: r for k, r in rows.items() if k[0] <= 16 and k[2] <= 32 and k[3] == "bf16"}
+    for o in ("bf16", "e4m3"):
+        out[f"decode H<=16 M<=32 bf16 weights, {o} out / staged (<= 0.5)"] = rng(
+            r["ratio"] for k, r in dec.items() if k[4] == o)
+    over = sorted(f"{oproj_name(k)} {k[4]}: {r['ratio']:.3f}" for k, r in dec.items() if r["ratio"] > 0.5)
+    out["decode rows above 0.5"] = f"{len(over)}: " + "; ".join(over)
+    for V in (128, 256):
+        v = [r["spark_us"] / r["floor_us"] for k, r in rows.items()
+             if k[0] == 128 and k[1] == V and k[2] <= 32 and k[3] == "bf16"]
+        out[f"H=128 V={V} M<=32 bf16 weights / floor (<= 1.3)"] = rng(v)
+    for o in ("bf16", "e4m3"):
+        v = [r["fraction_of_ceiling"] for k, r in rows.items()
+             if k[0] >= 32 and k[2] >= 256 and k[3] == "bf16" and k[4] == o]
+        out[f"H>=32 M>=256 bf16 weights, {o} out, fraction of ceiling (>= 80%)"] = rng(v, "{:.0%}")
+    for fmt in FP8_FORMATS:
+        out[f"{fmt}: H=128 M<=16 time / own floor (<= 1.3)"] = rng(
+            r["spark_us"] / r["floor_us"] for k, r in rows.items() if k[3] == fmt and k[0] == 128 and k[2] <= 16)
+        out[f"{fmt}: H=128 M<=16 time / bf16-weight time"] = rng(
+            over_bf16(rows, fmt, lambda k: k[0] == 128 and k[2] <= 16))
+    slow = sorted(((r["ratio"], k) for k, r in rows.items() if r["ratio"] > 1.0), reverse=True)
+    out["rows slower than staged"] = f"{len(slow)} of {len(rows)}: " + "; ".join(
+        f"{oproj_name(k)} {k[3]}/{k[4]} {x:.3f}" for x, k in slow)
+    return out
+
+
+def show(base, pdl):
+    for label in base:
+        print(f"{label}\n  PDL off: {base[label]}\n  PDL on:  {pdl[label]}")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    base, pdl = report(load(sys.argv[1])), report(load(sys.argv[2]))
-    for label in base:
-        print(f"{label}\n  PDL off: {base[label]}\n  PDL on:  {pdl[label]}")
+    (base, base_o), (pdl, pdl_o) = load(sys.argv[1]), load(sys.argv[2])
+    if base or pdl or not (base_o or pdl_o):
+        show(report(base), report(pdl))
+    if base_o or pdl_o:
+        if base or pdl:
+            print("\nvalue up-projection (--op oproj)")
+        show(oproj_report(base_o), oproj_report(pdl_o))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// The on-disk cubin cache (SPEC §3).  An entry is a directory named "<key>-<hash16>"
+// The on-disk cubin cache (docs/cache.md).  An entry is a directory named "<key>-<hash16>"
 // holding kernel.cubin, kernel.cu, nvrtc.log and manifest.json (entry.h), published by
 // one atomic rename of a fully written and fsynced temporary directory, so a process
 // killed at any instant leaves either no entry or a complete one.  Writers of an entry

@@ -1,4 +1,4 @@
-// Environment variables spark reads (SPEC §6).
+// Environment variables spark reads (docs/environment.md).
 #pragma once
 
 #include <cstdint>

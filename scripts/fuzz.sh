@@ -40,7 +40,7 @@ cmake --build "$build" --target "${targets[@]/#/fuzz_}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
-printf '\n%-16s %12s %8s %8s  %s\n' target executions seconds cov finding
+printf '\n%-20s %12s %8s %8s  %s\n' target executions seconds cov finding
 for t in "${targets[@]}"; do
   corpus="$build/corpus/$t" findings="$build/findings/$t" log="$build/logs/$t.log"
   mkdir -p "$corpus" "$findings" "$build/logs"
@@ -58,7 +58,7 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     finding="${finding:-exit status $rc, see $log}"
   fi
-  printf '%-16s %12s %8s %8s  %s\n' "$t" "${execs:-?}" "${took:-?}" "${cov:-?}" "${finding:--}"
+  printf '%-20s %12s %8s %8s  %s\n' "$t" "${execs:-?}" "${took:-?}" "${cov:-?}" "${finding:--}"
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "findings in: ${failed[*]} (reproduce: $build/tests/fuzz/fuzz_<target> <crash file>)" >&2

@@ -3,11 +3,13 @@
 #
 #   scripts/gpu-sanitize.sh [TOOL...]      TOOL: memcheck racecheck synccheck initcheck (default: all)
 #
-# Each tool runs both suites whole, or with CASES=subset a part of them that still reaches
-# every kernel family (per-tile decode tiles with and without K chunks, flat copies, the
-# weight-stationary mma.sync and wgmma kernels; bf16 and MXFP8 weights; bf16 and e4m3 output;
-# pitched views, graphs, PDL) at every M of the suites.  memcheck, synccheck and initcheck
-# instrument only kernels named spark_mla_qproj (cuBLAS's reference kernels run as they are;
+# Each tool runs the suites whole (the query projection's bf16 and MXFP8 suites, the value
+# up-projection's on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary), or
+# with CASES=subset a part of them that still reaches every kernel family (per-tile decode
+# tiles with and without K chunks, flat copies, the weight-stationary mma.sync and wgmma
+# kernels; bf16 and FP8 weights; bf16 and e4m3 output; pitched views, graphs, PDL) at every M
+# of the suites.  memcheck, synccheck and initcheck instrument only spark's kernels
+# (spark_mla_qproj, spark_mla_oproj; cuBLAS's reference kernels run as they are;
 # the harness writes every buffer it reads back, so initcheck has nothing to say about
 # them).  racecheck cannot take that filter (compute-sanitizer 2025.3 stops with "Internal
 # Sanitizer Error: The Sanitizer failed to handle a hardware exception" on the first
@@ -24,32 +26,46 @@ tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck initcheck)
 mkdir -p "$logs"
 
-bf16_cases='*H=8 K=192*,*H=64 K=128*,*H=128 K=192*,CUDA graph*,PDL plan*'
-mxfp8_cases='*weights: H=8 K=128*,*weights: H=32 K=128*,*weights: H=128 K=192*,*NaN scale*,*padded pitches*'
-if [ "${CASES:-all}" = all ]; then bf16_cases='*' mxfp8_cases='*'; fi
+subset_bf16='*H=8 K=192*,*H=64 K=128*,*H=128 K=192*,CUDA graph*,PDL plan*'
+subset_mxfp8='*weights: H=8 K=128*,*weights: H=32 K=128*,*weights: H=128 K=192*,*NaN scale*,*padded pitches*'
+subset_oproj='*H=8 V=256*,*H=128 V=128*,*effective weights bitwise*H=8 V=256*,CUDA graph*fp8-block*,PDL plan*'
+# suite binary : SPARK_OPROJ_SCHEDULE (- for unset) : spark's kernel name : CASES=subset filter
+suites=(
+  "test_gpu_mla_qproj:-:spark_mla_qproj:$subset_bf16"
+  "test_gpu_mla_qproj_mxfp8:-:spark_mla_qproj:$subset_mxfp8"
+  "test_gpu_mla_oproj:-:spark_mla_oproj:$subset_oproj"
+  "test_gpu_mla_oproj:stationary:spark_mla_oproj:$subset_oproj"
+)
 
 failed=0
-printf '%-10s %-26s %6s %s\n' tool suite exit summary
+printf '%-10s %-38s %6s %s\n' tool suite exit summary
 for tool in "${tools[@]}"; do
-  extra=(--kernel-name kns=spark_mla_qproj --error-exitcode 86)
-  [ "$tool" = racecheck ] && extra=()
-  for suite in test_gpu_mla_qproj test_gpu_mla_qproj_mxfp8; do
-    cases=$bf16_cases
-    [ "$suite" = test_gpu_mla_qproj_mxfp8 ] && cases=$mxfp8_cases
-    log="$logs/$tool-$suite.log"
-    "$sanitizer" --tool "$tool" --print-limit 1000 "${extra[@]}" "$build/tests/$suite" -tc="$cases" >"$log" 2>&1
+  for entry in "${suites[@]}"; do
+    IFS=: read -r suite schedule kernel cases <<<"$entry"
+    [ "${CASES:-all}" = all ] && cases='*'
+    extra=(--kernel-name "kns=$kernel" --error-exitcode 86)
+    [ "$tool" = racecheck ] && extra=()
+    name=$suite
+    env_args=()
+    if [ "$schedule" != - ]; then
+      name="$suite-$schedule"
+      env_args=(env "SPARK_OPROJ_SCHEDULE=$schedule")
+    fi
+    log="$logs/$tool-$name.log"
+    "${env_args[@]}" "$sanitizer" --tool "$tool" --print-limit 1000 "${extra[@]}" "$build/tests/$suite" -tc="$cases" \
+      >"$log" 2>&1
     rc=$?
     summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')
     if [ "$tool" = racecheck ]; then
       # A hazard report names both accesses' kernels: count those that involve spark's.
-      ours=$(grep -E '(Race reported between|and) (Read|Write) access at' "$log" | grep -c spark_mla_qproj || true)
+      ours=$(grep -E '(Race reported between|and) (Read|Write) access at' "$log" | grep -c "$kernel" || true)
       others=$(grep -c 'Race reported between' "$log" || true)
       summary="$summary; in spark's kernels: $ours"
       rc=1
       [ "$ours" -eq 0 ] && grep -q 'test cases:.* 0 failed' "$log" && ! grep -q 'Internal Sanitizer Error' "$log" && rc=0
       [ "$others" -gt 0 ] && summary="$summary (the rest in cuBLAS's kernels)"
     fi
-    printf '%-10s %-26s %6s %s\n' "$tool" "$suite" "$rc" "${summary:-no summary (see $log)}"
+    printf '%-10s %-38s %6s %s\n' "$tool" "$name" "$rc" "${summary:-no summary (see $log)}"
     [ "$rc" -eq 0 ] || failed=1
   done
 done

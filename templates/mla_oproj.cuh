@@ -11,25 +11,22 @@
 #pragma once
 
 #include "mla_oproj_params.h"
-#include "spark_device.cuh"
+#include "spark_tiles.cuh"
 
 namespace spark {
-
-enum class OprojOut { kBf16 = 0, kE4m3 = 1 };
-enum class OprojWeights { kBf16 = 0, kMxfp8 = 1, kFp8Block128 = 2 };
 
 // The layout from the named choices S: V, L, BN (columns per CTA), KSPLIT (warps along
 // L), TM (16-row M tiles per warp), kOut, kWeights.
 template <class S>
 struct MlaOprojConfig : S {
   using S::V, S::L, S::BN, S::KSPLIT, S::TM, S::kOut, S::kWeights;
-  static constexpr bool kFp8 = kWeights != OprojWeights::kBf16;
+  static constexpr bool kFp8 = kWeights != WeightKind::kBf16;
   static constexpr int BM = 16 * TM;
   static constexpr int kNWarps = BN / 32;  // warps across the columns, 32 each
   static constexpr int kThreads = kNWarps * KSPLIT * 32;
   static constexpr int kLPerWarp = L / KSPLIT;
   static constexpr int kChunks = kLPerWarp / 32;
-  static constexpr int kOutBytes = kOut == OprojOut::kBf16 ? 2 : 1;
+  static constexpr int kOutBytes = out_bytes(kOut);
   // The partial sums of every warp row: KSPLIT x BM x BN floats.
   static constexpr int kSmemBytes = KSPLIT * BM * BN * 4;
   static_assert(BN % 32 == 0 && V % BN == 0, "whole 32-column warps; V in BN blocks");
@@ -37,29 +34,18 @@ struct MlaOprojConfig : S {
   static_assert(kThreads <= 512 && TM >= 1 && TM <= 4, "CTA size, M tiles per warp");
 };
 
-// Eight e4m3 weights (L positions e = 0..7 of one row) -> four bf16x2 words (e 2i, 2i + 1),
-// each RN_bf16(fp32(value * scale)).
-__device__ __forceinline__ uint4 oproj_dequantise(uint2 q, float s) {
-  float lo[4], hi[4];
-  e4m3x4_to_float(q.x, lo);
-  e4m3x4_to_float(q.y, hi);
-  uint4 r;
-  r.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
-  r.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
-  r.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
-  r.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
-  return r;
+// FP8: the multiplier of weight (h, v, l), MXFP8's E8M0 byte of its 32-wide L group or
+// block FP8's fp32 scale of the 128 x 128 block that packed row (h + 1) * rows_per_head -
+// V + v lies in.
+template <WeightKind kWeights, int V>
+__device__ __forceinline__ float oproj_scale(const MlaOprojParams& p, int h, int v, int l) {
+  if constexpr (kWeights == WeightKind::kMxfp8) {
+    return e8m0_to_float(static_cast<const u8*>(p.w_scale)[h * p.w_scale_stride_h + v * p.w_scale_stride_v + l / 32]);
+  } else {
+    const long long packed = (h + 1) * p.w_scale_stride_h - V + v;
+    return static_cast<const float*>(p.w_scale)[(packed / 128) * p.w_scale_stride_v + l / 128];
+  }
 }
-
-// A lane's eight weights of one row and chunk as loaded: 8 e4m3 bytes or 8 bf16.
-template <bool kFp8>
-struct OprojWeightVec {
-  using type = uint4;
-};
-template <>
-struct OprojWeightVec<true> {
-  using type = uint2;
-};
 
 __device__ __forceinline__ u32 word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -83,7 +69,7 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
 
   // Weights: rows v0 + 8j + g, chunk c at L position l0 + 32c.  They do not depend on the
   // previous kernel, so they are requested before waiting for it.
-  using WVec = typename OprojWeightVec<C::kFp8>::type;
+  using WVec = Select<C::kFp8, uint2, uint4>;  // a lane's eight weights of a row and chunk
   WVec wv[C::kChunks][4];
   float scale[C::kChunks][4];
 #pragma unroll
@@ -94,14 +80,7 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
     for (int c = 0; c < C::kChunks; ++c) {
       if constexpr (C::kFp8) {
         wv[c][j] = *reinterpret_cast<const uint2*>(static_cast<const u8*>(p.w) + row + 32 * c);
-        const int l = l0 + 32 * c;
-        if constexpr (C::kWeights == OprojWeights::kMxfp8) {
-          scale[c][j] = e8m0_to_float(static_cast<const u8*>(
-              p.w_scale)[h * p.w_scale_stride_h + v * p.w_scale_stride_v + l / 32]);
-        } else {
-          const long long packed = (h + 1) * p.w_scale_stride_h - C::V + v;
-          scale[c][j] = static_cast<const float*>(p.w_scale)[(packed / 128) * p.w_scale_stride_v + l / 128];
-        }
+        scale[c][j] = oproj_scale<C::kWeights, C::V>(p, h, v, l0 + 32 * c);
       } else {
         wv[c][j] = *reinterpret_cast<const uint4*>(static_cast<const u16*>(p.w) + row + 32 * c);
       }
@@ -126,7 +105,7 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if constexpr (C::kFp8) {
-        b[j] = oproj_dequantise(wv[c][j], scale[c][j]);
+        b[j] = dequantise8(wv[c][j], scale[c][j]);
       } else {
         b[j] = wv[c][j];
       }
@@ -162,7 +141,7 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
 
   // The sums, 8 columns per thread and vector: bf16 (16 bytes) or e4m3 (8 bytes).
   float inv_scale = 1.0f;
-  if constexpr (C::kOut == OprojOut::kE4m3) inv_scale = rcp_rn(*p.out_scale);
+  if constexpr (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.out_scale);
   constexpr int kVecs = C::BN / 8;
   for (int idx = threadIdx.x; idx < C::BM * kVecs; idx += C::kThreads) {
     const int r = idx / kVecs, vec = idx % kVecs;
@@ -182,7 +161,7 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
     const u32 w2 = pack_bf16x2(sum[4], sum[5]), w3 = pack_bf16x2(sum[6], sum[7]);
     const long long col = static_cast<long long>(h) * C::V + nb * C::BN + vec * 8;
     u8* dst = static_cast<u8*>(p.out) + (m * p.out_stride_m + col) * C::kOutBytes;
-    if constexpr (C::kOut == OprojOut::kBf16) {
+    if constexpr (C::kOut == OutKind::kBf16) {
       *reinterpret_cast<uint4*>(dst) = make_uint4(w0, w1, w2, w3);
     } else {
       const u32 lo = u32(bf16x2_to_e4m3x2(w0, inv_scale)) | (u32(bf16x2_to_e4m3x2(w1, inv_scale)) << 16);

@@ -20,6 +20,7 @@ struct MlaOprojParams {
   const float* out_scale;  // e4m3 output: the device float the outputs are divided by
   int m;
   int heads;
+  int m_chunks;  // the weight-stationary schedule: M ranges per (head, column block)
 };
 
 }  // namespace spark

@@ -1,25 +1,15 @@
 // What the three kernel families of the MLA query projection share (mla_qproj.cuh per
-// tile, mla_qproj_ws.cuh weight-stationary, mla_qproj_wg.cuh weight-stationary on wgmma):
-// the parameters, the async copies of q and weight rows, the FP8 dequantisation, the
-// mma.sync warp tiles, the epilogue that stages outputs in shared memory and stores them
-// as bf16 or e4m3, the RoPE columns, and the programmatic-dependent-launch prologue.
+// tile, mla_qproj_ws.cuh weight-stationary, mla_qproj_wg.cuh weight-stationary on wgmma),
+// beyond spark_tiles.cuh: the parameters, the copies of q and weight rows, the FP8
+// dequantisation of weight tiles, the mma.sync warp tiles, the epilogue that stores staged
+// outputs as bf16 or e4m3, the RoPE columns, and the programmatic-dependent-launch prologue.
 // A family is a config (its named choices and the layout they imply) plus a driver.
 #pragma once
 
 #include "mla_qproj_params.h"
-#include "spark_device.cuh"
+#include "spark_tiles.cuh"
 
 namespace spark {
-
-enum class OutKind { kBf16 = 0, kE4m3 = 1 };
-// The weight formats (their values are the C API's spark_weight_format).  Both FP8 formats
-// arrive as e4m3 bytes plus one 4-byte scale word per K row and 128 columns: MXFP8's word
-// holds the four E8M0 bytes of its 32-column groups, block FP8's is the fp32 scale of the
-// 128 x 128 block the row lies in.  Everything after the copies is the same for both.
-enum class WeightKind { kBf16 = 0, kMxfp8 = 1, kFp8Block128 = 2 };
-__host__ __device__ constexpr bool is_fp8(WeightKind k) { return k != WeightKind::kBf16; }
-
-__host__ __device__ constexpr int out_bytes(OutKind k) { return k == OutKind::kBf16 ? 2 : 1; }
 
 // The parameters' untyped tensor pointers as the element types the kernels read.
 __device__ __forceinline__ const u16* q_nope_of(const MlaQprojParams& p) { return static_cast<const u16*>(p.q_nope); }
@@ -63,54 +53,7 @@ struct SwizzledBf16 {
   }
 };
 
-// A if kFirst, else B: std::conditional, which the templates do without (they include no
-// standard or CUDA headers, see spark_device.cuh).
-template <bool kFirst, class A, class B>
-struct SelectT {
-  using type = A;
-};
-template <class A, class B>
-struct SelectT<false, A, B> {
-  using type = B;
-};
-template <bool kFirst, class A, class B>
-using Select = typename SelectT<kFirst, A, B>::type;
-
 // ---- Async copies ----------------------------------------------------------------------
-
-// Rows 0 .. rows-1 of kVecs 16-byte vectors each, from src (src_stride bytes apart) to
-// dst + dst_offset(row, vector), with 16-byte cp.async by threads tid = 0 .. kThreads-1;
-// rows >= valid_rows are zero-filled without being read (their source is `fallback`).
-// kStep = false takes the flat index loop even where threads could step whole rows.
-template <int kVecs, int kThreads, bool kStep = true, class DstOffset>
-__device__ __forceinline__ void copy_rows_async_to(u8* dst, DstOffset dst_offset, const u8* src,
-                                                   long long src_stride, int rows, int valid_rows,
-                                                   const void* fallback, int tid) {
-  if constexpr (kStep && kThreads % kVecs == 0) {
-    // A thread keeps one vector column and steps kRowStep rows at a time: its source
-    // advances by a constant, with no division or 64-bit multiply per copy.  `rows` is a
-    // constant at every call, so the passes unroll.
-    constexpr int kRowStep = kThreads / kVecs;
-    const int c = static_cast<unsigned>(tid) % kVecs, r0 = static_cast<unsigned>(tid) / kVecs;
-    const u8* s = src + r0 * src_stride + c * 16;
-    const long long step = kRowStep * src_stride;
-    const int passes = (rows + kRowStep - 1) / kRowStep;
-#pragma unroll
-    for (int n = 0; n < passes; ++n, s += step) {
-      const int r = r0 + n * kRowStep;
-      if (r < rows) {
-        const bool valid = r < valid_rows;
-        cp_async_16(dst + dst_offset(r, c), valid ? s : fallback, valid ? 16 : 0);
-      }
-    }
-  } else {
-    for (int i = tid; i < rows * kVecs; i += kThreads) {
-      const int r = i / kVecs, c = i % kVecs;
-      const bool valid = r < valid_rows;
-      cp_async_16(dst + dst_offset(r, c), valid ? src + r * src_stride + c * 16 : fallback, valid ? 16 : 0);
-    }
-  }
-}
 
 // The same into rows kLd bytes apart, by all kThreads threads of the CTA.
 template <int kVecs, int kLd, int kThreads>
@@ -176,11 +119,10 @@ __device__ __forceinline__ void load_weight_rows(const MlaQprojParams& p, u8* Bs
 
 // FP8: rows [k_begin, k_end) of a raw e4m3 tile of columns n0.. (kLdRaw bytes per row,
 // kScaleWords scale words per row, the first covering the 128 columns that hold n0) into
-// the bf16 tile the MMAs read, 8 columns (16 bytes) at a time at Bs + b_offset(k, chunk):
-// RN_bf16(float(e4m3) * scale), the product rounded to float first.  MXFP8's product is
-// exact in float (4 significant bits times a power of two), so its one rounding to bf16
-// gives the MXFP8 rule's bits, subnormals included; block FP8's is the checkpoints' rule
-// as written (fp32 product, then bf16).
+// the bf16 tile the MMAs read, 8 columns (16 bytes) at a time at Bs + b_offset(k, chunk)
+// (dequantise8's rule).  Both FP8 formats arrive as e4m3 bytes plus one 4-byte scale word
+// per K row and 128 columns: MXFP8's word holds the four E8M0 bytes of its 32-column
+// groups, block FP8's is the fp32 scale of the 128 x 128 block the row lies in.
 template <int BN, int kLdRaw, int kScaleWords, WeightKind kWeights, int kThreads, class BOffset>
 __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const u8* raw, const u32* scale_words,
                                                 int n0, int k_begin, int k_end) {
@@ -191,15 +133,7 @@ __device__ __forceinline__ void dequantise_rows(u8* Bs, BOffset b_offset, const 
     const uint2 q = *reinterpret_cast<const uint2*>(raw + k * kLdRaw + v * 8);
     const u32 word = scale_words[k * kScaleWords + (n / 128 - n0 / 128)];
     const float s = scale_of_word<kWeights>(word, (n / 32) % 4);
-    float lo[4], hi[4];
-    e4m3x4_to_float(q.x, lo);
-    e4m3x4_to_float(q.y, hi);
-    uint4 out;
-    out.x = pack_bf16x2(__fmul_rn(lo[0], s), __fmul_rn(lo[1], s));
-    out.y = pack_bf16x2(__fmul_rn(lo[2], s), __fmul_rn(lo[3], s));
-    out.z = pack_bf16x2(__fmul_rn(hi[0], s), __fmul_rn(hi[1], s));
-    out.w = pack_bf16x2(__fmul_rn(hi[2], s), __fmul_rn(hi[3], s));
-    *reinterpret_cast<uint4*>(Bs + b_offset(k, v)) = out;
+    *reinterpret_cast<uint4*>(Bs + b_offset(k, v)) = dequantise8(q, s);
   }
 }
 
@@ -373,18 +307,6 @@ __device__ __forceinline__ float output_inv_scale(const MlaQprojParams& p) {
   return kOut == OutKind::kE4m3 ? rcp_rn(*p.q_scale) : 1.0f;
 }
 
-// Two adjacent accumulators (row r, columns c and c + 1) converted to the output type into
-// staged output rows kLdC bytes apart.
-template <int kLdC, OutKind kOut>
-__device__ __forceinline__ void stage_pair(u8* Cs, int r, int c, float lo, float hi, float inv_scale) {
-  const u32 v = pack_bf16x2(lo, hi);
-  if (kOut == OutKind::kBf16) {
-    *reinterpret_cast<u32*>(Cs + r * kLdC + c * 2) = v;
-  } else {
-    *reinterpret_cast<u16*>(Cs + r * kLdC + c) = bf16x2_to_e4m3x2(v, inv_scale);
-  }
-}
-
 // A warp's mma.sync accumulators into the staged output rows (Cs points at the warp's
 // first row and column; kLdC bytes per row).
 template <int kTM, int kTN, int kLdC, OutKind kOut>
@@ -427,17 +349,6 @@ __device__ __forceinline__ void stage_acc_mx(const float (&acc)[kTM][kTN][4], u8
           *reinterpret_cast<uint2*>(Cs + r * kLdC + grp * 32 + c * 8) = make_uint2(lo, hi);
         }
       }
-}
-
-// One staged output vector of eight columns (16 bytes bf16; 8 e4m3, as e4m3 strides only
-// promise 8-byte aligned rows) from src to dst.
-template <OutKind kOut>
-__device__ __forceinline__ void store_staged_vec(u8* dst, const u8* src) {
-  if (kOut == OutKind::kBf16) {
-    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-  } else {
-    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
-  }
 }
 
 // The staged BM x BN outputs of head h, rows m0.., columns n0.., as whole row segments:

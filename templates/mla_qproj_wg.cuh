@@ -171,36 +171,13 @@ __device__ __forceinline__ void mla_qproj_wg(const MlaQprojParams& p) {
     named_barrier<C::kTeamThreads>(1 + team);  // the whole team's MMAs have read the stage
     load_local(j + C::kQStages);
 
-    // Outputs: the warp's 16 rows, kStageCols columns at a time through its staging
-    // buffer.  The accumulators of 8-column block jn sit in acc[4 jn .. 4 jn + 3]: rows
-    // lane / 4 and + 8, columns 2 (lane % 4) and + 1.
-    constexpr int kBlocks = C::kStageCols / 8;  // 8-column blocks per pass, and vectors per row
-    const int g = lane / 4, c2 = (lane % 4) * 2;
-    const int row0 = m0 + warp * 16;
-#pragma unroll
-    for (int pass = 0; pass < C::kGN / C::kStageCols; ++pass) {
-#pragma unroll
-      for (int jj = 0; jj < kBlocks; ++jj) {
-        const int jn = pass * kBlocks + jj;
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          stage_pair<C::kLdC, C::kOut>(my_c, g + half * 8, jj * 8 + c2, acc[jn * 4 + 2 * half],
-                                       acc[jn * 4 + 2 * half + 1], inv_scale);
-      }
-      __syncwarp();
-      // 16 rows x kBlocks vectors of 8 columns.
-#pragma unroll
-      for (int t = 0; t < 16 * kBlocks / 32; ++t) {
-        const int idx = lane + t * 32, r = idx / kBlocks, v = idx % kBlocks;
-        const int m = row0 + r;
-        if (m < p.m)
-          store_staged_vec<C::kOut>(
-              static_cast<u8*>(p.out) +
-                  (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + pass * C::kStageCols + v * 8) * C::kOutBytes,
-              my_c + r * C::kLdC + v * (8 * C::kOutBytes));
-      }
-      __syncwarp();
-    }
+    // Outputs: the warp's 16 rows, kStageCols columns at a time through its staging buffer.
+    store_warp_rows<C::kGN, C::kStageCols, C::kLdC, C::kOut>(
+        acc, my_c, m0 + warp * 16, p.m,
+        [&](int m, int col) {
+          return static_cast<u8*>(p.out) + (m * p.out_stride_m + u.h * p.out_stride_h + n_warp + col) * C::kOutBytes;
+        },
+        lane, inv_scale);
   }
 }
 

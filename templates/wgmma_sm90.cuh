@@ -1,6 +1,6 @@
 // sm_90a warp-group MMA primitives: shared-memory matrix descriptors for 128-byte
 // swizzled tiles, the async fences, and wgmma.mma_async for bf16 x bf16 -> fp32 with A
-// K-major and B N-major.  Only sm_90a assembles these; only the kernels its regime table
+// K-major and B N-major or K-major.  Only sm_90a assembles these; only the kernels its regime table
 // names include this file.
 #pragma once
 
@@ -42,8 +42,13 @@ SPARK_DEVICE void wgmma_fence_regs(float (&d)[kRegs]) {
   for (int i = 0; i < kRegs; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// D(64 x 128, fp32) (+)= A(64 x 16, bf16, K-major) * B(16 x 128, bf16, N-major), both read
+// B's layout in shared memory: N-major (the query projection's weights, N contiguous) or
+// K-major (the value up-projection's, L contiguous: laid out like A, rows of N).
+enum class BMajor { kN = 1, kK = 0 };  // the values are wgmma's imm-trans-b
+
+// D(64 x 128, fp32) (+)= A(64 x 16, bf16, K-major) * B(16 x 128, bf16, kMajor), both read
 // from shared memory through their descriptors; scale_d == 0 overwrites D instead.
+template <BMajor kMajor>
 SPARK_DEVICE void wgmma_m64n128k16_bf16(float (&d)[64], u64 desc_a, u64 desc_b, int scale_d) {
   asm volatile(
       "{\n"
@@ -54,7 +59,7 @@ SPARK_DEVICE void wgmma_m64n128k16_bf16(float (&d)[64], u64 desc_a, u64 desc_b, 
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"
-      "%64, %65, p, 1, 1, 0, 1;\n"
+      "%64, %65, p, 1, 1, 0, %67;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -64,11 +69,12 @@ SPARK_DEVICE void wgmma_m64n128k16_bf16(float (&d)[64], u64 desc_a, u64 desc_b, 
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(static_cast<int>(kMajor)));
 }
 
-// D(64 x 256, fp32) (+)= A(64 x 16, bf16, K-major) * B(16 x 256, bf16, N-major), both read
+// D(64 x 256, fp32) (+)= A(64 x 16, bf16, K-major) * B(16 x 256, bf16, kMajor), both read
 // from shared memory through their descriptors; scale_d == 0 overwrites D instead.
+template <BMajor kMajor>
 SPARK_DEVICE void wgmma_m64n256k16_bf16(float (&d)[128], u64 desc_a, u64 desc_b, int scale_d) {
   asm volatile(
       "{\n"
@@ -83,7 +89,7 @@ SPARK_DEVICE void wgmma_m64n256k16_bf16(float (&d)[128], u64 desc_a, u64 desc_b,
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127},\n"
-      "%128, %129, p, 1, 1, 0, 1;\n"
+      "%128, %129, p, 1, 1, 0, %131;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -101,16 +107,16 @@ SPARK_DEVICE void wgmma_m64n256k16_bf16(float (&d)[128], u64 desc_a, u64 desc_b,
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(static_cast<int>(kMajor)));
 }
 
-template <int kN>
+template <int kN, BMajor kMajor = BMajor::kN>
 SPARK_DEVICE void wgmma_bf16(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_d) {
   static_assert(kN == 128 || kN == 256, "wgmma tiles are 64 x 128 or 64 x 256");
   if constexpr (kN == 128) {
-    wgmma_m64n128k16_bf16(d, desc_a, desc_b, scale_d);
+    wgmma_m64n128k16_bf16<kMajor>(d, desc_a, desc_b, scale_d);
   } else {
-    wgmma_m64n256k16_bf16(d, desc_a, desc_b, scale_d);
+    wgmma_m64n256k16_bf16<kMajor>(d, desc_a, desc_b, scale_d);
   }
 }
 

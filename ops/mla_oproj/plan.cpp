@@ -3,6 +3,7 @@
 #include "core/c_enum.h"
 #include "core/error.h"
 #include "ops/common/regime_kernel.h"
+#include "ops/common/schedule.h"
 #include "ops/mla_oproj/validate.h"
 #include "runtime/launch.h"
 
@@ -15,23 +16,15 @@ Plan::Plan(Context& ctx, const spark_mla_oproj_desc& desc, const spark_mla_qproj
     const Key key = Key::of(desc.heads, desc.v_head_dim, regime,
                             static_cast<WeightFormat>(enum_value(desc.weight_format)),
                             static_cast<OutDtype>(enum_value(desc.out_dtype)), ctx.arch(), desc.latent_dim);
-    auto slot = std::make_unique<Slot>();
-    slot->rendered = render(key);
-    if (!opts.lazy) slot->kernel.store(&ctx.load(slot->rendered, "plan creation"), std::memory_order_release);
-    slots_.push_back(std::move(slot));
+    slots_.add(ctx, render(key), opts.lazy != 0);
   }
 }
 
 void Plan::run(const spark_mla_oproj_args* args, CUstream stream) {
   validate_args(desc_, args, opts_.max_m);
   const int m = args->m;
-  Slot* slot = nullptr;
-  for (const auto& s : slots_)
-    if (s->rendered.op_key.regime.contains(m)) slot = s.get();
-  SPARK_CHECK(slot != nullptr, SPARK_ERROR_INTERNAL, "no regime covers m = {}", m);
   ScopedCurrent current(ctx_.cu_context());
-  const LoadedKernel& k =
-      regime_kernel(ctx_, slot->kernel, slot->rendered, slot->rendered.op_key.regime, stream);
+  const auto [rendered, k] = slots_.pick(ctx_, m, stream);
 
   MlaOprojParams p{};
   p.o = args->o;
@@ -49,13 +42,20 @@ void Plan::run(const spark_mla_oproj_args* args, CUstream stream) {
   p.m = m;
   p.heads = desc_.heads;
 
-  // A CTA per (head, column block, M tile), the M tiles of one block adjacent so that they
-  // meet its weights in L2.
-  const Tile& tile = slot->rendered.tile;
+  const Tile& tile = rendered.tile;
   const long long tiles_m = (m + tile.bm() - 1) / tile.bm();
+  const long long blocks = static_cast<long long>(desc_.heads) * (desc_.v_head_dim / tile.bn);
   LaunchSpec launch_spec;
-  launch_spec.grid_x = static_cast<unsigned>(static_cast<long long>(desc_.heads) * (desc_.v_head_dim / tile.bn) *
-                                             tiles_m);
+  p.m_chunks = 1;
+  if (tile.stationary) {
+    // A CTA per (head, column block, M chunk): each copies its weights once.
+    p.m_chunks = static_cast<int>(stationary_m_chunks(blocks, tiles_m, k.resident_ctas));
+    launch_spec.grid_x = static_cast<unsigned>(blocks * p.m_chunks);
+  } else {
+    // A CTA per (head, column block, M tile), the M tiles of one block adjacent so that
+    // they meet its weights in L2.
+    launch_spec.grid_x = static_cast<unsigned>(blocks * tiles_m);
+  }
   launch_spec.params = &p;
   launch_spec.stream = stream;
   launch_spec.pdl = opts_.enable_pdl != 0;

@@ -3,10 +3,7 @@
 // compile, no allocation, no synchronisation (a lazy plan's first use of a regime aside).
 #pragma once
 
-#include <atomic>
-#include <memory>
-#include <vector>
-
+#include "ops/common/regime_kernel.h"
 #include "ops/mla_oproj/render.h"
 #include "runtime/context.h"
 #include "spark/spark.h"
@@ -21,15 +18,10 @@ class Plan {
   void run(const spark_mla_oproj_args* args, CUstream stream);
 
  private:
-  struct Slot {
-    RenderedSource rendered;
-    std::atomic<const LoadedKernel*> kernel{nullptr};
-  };
-
   Context& ctx_;
   spark_mla_oproj_desc desc_;
   spark_mla_qproj_plan_options opts_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // one per regime, ordered by M
+  RegimeSlots<RenderedSource> slots_;  // one per regime, ordered by M
 };
 
 }  // namespace spark::oproj

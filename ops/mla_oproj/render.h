@@ -1,8 +1,9 @@
 // Key -> tile -> CUDA source for the MLA value up-projection.  The source picks constants
-// and includes templates/mla_oproj.cuh; the same key always renders byte-identical text.
+// and includes the schedule's template; the same key always renders byte-identical text.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "jit/kernel_spec.h"
@@ -11,28 +12,72 @@
 namespace spark::oproj {
 
 // Bumped whenever the generator's output for some key changes meaning.
-inline constexpr int kGeneratorVersion = 1;
+inline constexpr int kGeneratorVersion = 2;
 // The kernel's __global__ function: kernel_symbol("mla_oproj") (core/key_name.h).
 inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 
-// A CTA's work (templates/mla_oproj.cuh): BN columns of one head and 16 x TM rows of M,
-// its warps split BN / 32 ways across the columns and KSPLIT ways along L.
+// A CTA's work.  Tiled (templates/mla_oproj.cuh, every arch): BN columns of one head and
+// 16 x TM rows of M, its warps split BN / 32 ways across the columns and KSPLIT ways along
+// L.  Stationary (templates/mla_oproj_wg.cuh, sm_90a): one warp group that keeps 128
+// columns of one head's weights in shared memory for a range of 64-row M tiles, streaming
+// o through `stages` 64 x 64 stages.
 struct Tile {
+  bool stationary = false;
   int bn = 32;
   int ksplit = 8;
   int tm = 1;
-  int bm() const { return 16 * tm; }
-  int threads() const { return bn / 32 * ksplit * 32; }
-  int smem_bytes() const { return ksplit * bm() * bn * 4; }
+  int stages = 0;  // stationary only
+  int bm() const { return stationary ? 64 : 16 * tm; }
+  int threads() const { return stationary ? 128 : bn / 32 * ksplit * 32; }
+  // Dynamic shared memory (the stationary schedule stages outputs of this dtype).
+  int smem_bytes(OutDtype out) const;
   std::string describe() const;
 };
 
+// The schedule of M past decode on sm_90a.  Tiled is the default until the stationary one
+// has been run on a GPU; SPARK_OPROJ_SCHEDULE ("tiled" or "stationary") overrides it.  The
+// rendered sources differ, so the cache never mixes their entries.
+enum class Schedule { kTiled, kStationary };
+// "tiled" or "stationary"; anything else throws INVALID_ARGUMENT naming the variable.
+Schedule parse_schedule(std::string_view text);
+// SPARK_OPROJ_SCHEDULE, read once (unset: tiled).
+Schedule active_schedule();
+
+// A regime and the tile that serves it: an item of SPARK_OPROJ_TILES.
+struct RegimeTile {
+  MRegime regime;
+  Tile tile;
+};
+
+// How keys get their tiles: the built-in regimes (decode, then the rest) with `past_decode`
+// after decode, or a tuning override's own regimes and tiles.
+struct Tiling {
+  Schedule past_decode = Schedule::kTiled;
+  std::vector<RegimeTile> override_table;  // empty: the built-in regimes
+  Tiling() = default;
+  Tiling(Schedule s) : past_decode(s) {}  // NOLINT(google-explicit-constructor): render(key, kStationary)
+  explicit Tiling(std::vector<RegimeTile> table) : override_table(std::move(table)) {}
+};
+
+// "LO-HI:BNxKSPLITxTM" (tiled) or "LO-HI:wg:STAGES" (stationary, sm_90a; elsewhere that
+// regime takes its built-in tiled tile) items -> regimes and tiles, the SPARK_OPROJ_TILES
+// tuning override (throws INVALID_ARGUMENT naming the item and the rule it breaks).  LO and
+// HI in 1..8192, the regimes contiguous from 1 to 8192; BN 32, 64 or 128; KSPLIT 4, 8 or 16
+// (warps along L = 512: fewer would hold more weights per lane than its registers); TM 1..4;
+// at most 512 threads (BN / 32 x KSPLIT <= 16), and at 512 threads 16 / KSPLIT + TM <= 5 (the
+// registers a lane has then); STAGES 3..10.  A tile's shared memory is checked against the arch when a key is rendered.
+std::vector<RegimeTile> parse_tile_override(std::string_view text);
+// SPARK_OPROJ_SCHEDULE and SPARK_OPROJ_TILES, read once; setting both is INVALID_ARGUMENT.
+const Tiling& active_tiling();
+
 // The M-regimes, ordered by M, covering 1..8192.
-const std::vector<MRegime>& regimes();
+std::vector<MRegime> regimes(const Tiling& tiling = active_tiling());
 // The regimes needed for M in 1..max_m.
-std::vector<MRegime> regimes_up_to(int max_m);
-// The tile of a key (every arch spark targets has mma.sync and room for it).
-Tile tile_for(const Key& key);
+std::vector<MRegime> regimes_up_to(int max_m, const Tiling& tiling = active_tiling());
+
+// The tile of a key: the tiled schedule on every arch (each has mma.sync and room for
+// it); on sm_90a past decode, the stationary one when the tiling asks for it.
+Tile tile_for(const Key& key, const Tiling& tiling = active_tiling());
 
 struct RenderedSource : KernelSpec {
   Key op_key;
@@ -40,6 +85,6 @@ struct RenderedSource : KernelSpec {
 };
 
 // Throws UNSUPPORTED for keys outside what spark implements (shape, regime, arch).
-RenderedSource render(const Key& key);
+RenderedSource render(const Key& key, const Tiling& tiling = active_tiling());
 
 }  // namespace spark::oproj

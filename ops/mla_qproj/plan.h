@@ -3,20 +3,14 @@
 // no synchronisation (a lazy plan's first use of a regime aside).
 #pragma once
 
-#include <array>
-#include <atomic>
-#include <vector>
-
+#include "ops/common/regime_kernel.h"
+#include "ops/common/schedule.h"
 #include "ops/mla_qproj/render.h"
 #include "runtime/context.h"
 #include "spark/spark.h"
 #include "templates/mla_qproj_params.h"  // the kernels' params: one struct for host and device
 
 namespace spark {
-
-// The M chunks a weight-stationary launch splits each (head, N block) into: blocks of them,
-// tiles_m M tiles, resident CTAs on the device at once.
-long long stationary_m_chunks(long long blocks, long long tiles_m, long long resident);
 
 class Plan {
  public:
@@ -27,15 +21,10 @@ class Plan {
   int max_m() const { return opts_.max_m; }
 
  private:
-  struct Slot {
-    RenderedSource rendered;  // the regime's key, tile and spec
-    std::atomic<const LoadedKernel*> kernel{nullptr};
-  };
-
   Context& ctx_;
   spark_mla_qproj_desc desc_;
   spark_mla_qproj_plan_options opts_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // one per regime, ordered by M
+  RegimeSlots<RenderedSource> slots_;  // one per regime, ordered by M
 };
 
 }  // namespace spark

@@ -1,12 +1,12 @@
 #include "ops/mla_qproj/tiles.h"
 
 #include <algorithm>
-#include <charconv>
 #include <optional>
 #include <tuple>
 
 #include "core/env.h"
 #include "core/error.h"
+#include "ops/common/regime_text.h"
 
 namespace spark {
 
@@ -105,58 +105,10 @@ constexpr std::string_view kRegimeGrammar =
     "LO-HI:ws:BMxBNxWMxWNxSTAGES (e.g. 129-8192:ws:64x256x32x64x2), LO-HI:wg:BNxGROUPSxSTAGES[xNSPLIT] (e.g. "
     "129-8192:wg:256x2x2) or LO-HI:rs:BNxKSPLIT (FP8 weights; e.g. 1-16:rs:128x4)";
 
-// One SPARK_REGIMES item, read left to right.  A number is plain decimal digits (no sign, no
-// space), read by from_chars and held to its field's range as it is read, so no rule after
-// it divides by zero or multiplies past int (sscanf's %d checked neither: a number out of
-// int's range is undefined behaviour for it, and glibc kept its low 32 bits).
-class ItemReader {
- public:
-  // `where` names the text in messages: "SPARK_REGIMES", "tiles.table line 12".
-  explicit ItemReader(std::string_view item, std::string where = "SPARK_REGIMES")
-      : item_(item), rest_(item), where_(std::move(where)) {}
-
-  // "<where>: '<item>'", as messages start.
-  std::string item() const { return fmt::format("{}: '{}'", where_, item_); }
-
-  // Consumes `literal` where the rest starts with it.
-  bool take(std::string_view literal) {
-    if (rest_.substr(0, literal.size()) != literal) return false;
-    rest_.remove_prefix(literal.size());
-    return true;
-  }
-
-  void expect(std::string_view literal) {
-    if (!take(literal)) malformed(fmt::format("'{}'", literal));
-  }
-
-  // The number of field `name`, in lo..hi.
-  int number(std::string_view name, int lo, int hi) {
-    size_t digits = 0;
-    while (digits < rest_.size() && rest_[digits] >= '0' && rest_[digits] <= '9') ++digits;
-    if (digits == 0) malformed(name);
-    const std::string_view text = rest_.substr(0, digits);
-    int value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    SPARK_CHECK(ec == std::errc() && value >= lo && value <= hi, SPARK_ERROR_INVALID_ARGUMENT,
-                "{}: {} is {}, outside {}..{}", item(), name, text, lo, hi);
-    rest_.remove_prefix(digits);
-    return value;
-  }
-
-  void expect_end() {
-    if (!rest_.empty()) malformed("the end of the item");
-  }
-
- private:
-  [[noreturn]] void malformed(std::string_view wanted) const {
-    SPARK_FAIL(SPARK_ERROR_INVALID_ARGUMENT, "{} is not {}: expected {} {}", item(), kRegimeGrammar,
-               wanted, rest_.empty() ? std::string("at its end") : fmt::format("at '{}'", rest_));
-  }
-
-  std::string_view item_;
-  std::string_view rest_;
-  std::string where_;
-};
+// A reader of one item of SPARK_REGIMES, or of a tiles.table cell (`where` names the line).
+ItemReader reader(std::string_view item, std::string where = "SPARK_REGIMES") {
+  return ItemReader(item, std::move(where), kRegimeGrammar);
+}
 
 // A CTA tile of whole warps, each a whole number of 16 x 16 MMA tiles, in at most 1024
 // threads (the fields are bounded by now, so threads() cannot overflow).
@@ -269,40 +221,10 @@ TileConfig read_tile(ItemReader& r) {
   return read_per_tile(r);
 }
 
-// LO-HI:<tile>, LO being expected_min.
-RegimeEntry read_item(std::string_view item, int expected_min) {
-  ItemReader r(item);
-  RegimeEntry e;
-  e.regime.m_min = r.number("LO", 1, kMaxM);
-  r.expect("-");
-  e.regime.m_max = r.number("HI", 1, kMaxM);
-  r.expect(":");
-  SPARK_CHECK(e.regime.m_min == expected_min, SPARK_ERROR_INVALID_ARGUMENT,
-              "SPARK_REGIMES: regime '{}' must start at M = {}", item, expected_min);
-  SPARK_CHECK(e.regime.m_max >= e.regime.m_min, SPARK_ERROR_INVALID_ARGUMENT,
-              "SPARK_REGIMES: regime '{}' is empty: HI {} is below LO {}", item, e.regime.m_max, e.regime.m_min);
-  e.tile = read_tile(r);
-  return e;
-}
-
 }  // namespace
 
 std::vector<RegimeEntry> parse_regime_table(std::string_view text) {
-  std::vector<RegimeEntry> table;
-  for (size_t start = 0;;) {
-    const size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? comma : comma - start);
-    SPARK_CHECK(!item.empty(), SPARK_ERROR_INVALID_ARGUMENT, "SPARK_REGIMES: item {} of '{}' is empty",
-                table.size() + 1, text);
-    SPARK_CHECK(table.empty() || table.back().regime.m_max < kMaxM, SPARK_ERROR_INVALID_ARGUMENT,
-                "SPARK_REGIMES: '{}' comes after the regime that ends at M = {}", item, kMaxM);
-    table.push_back(read_item(item, table.empty() ? 1 : table.back().regime.m_max + 1));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  SPARK_CHECK(table.back().regime.m_max == kMaxM, SPARK_ERROR_INVALID_ARGUMENT,
-              "SPARK_REGIMES: the regimes must end at M = {}", kMaxM);
-  return table;
+  return read_regime_table<RegimeEntry>(text, "SPARK_REGIMES", kRegimeGrammar, kMaxM, read_tile);
 }
 
 namespace {
@@ -333,7 +255,7 @@ std::vector<std::string> split_commas(std::string_view text) {
 // "LO-HI" with both in lo..hi, or "*" (the whole of lo..hi).
 std::pair<int, int> read_range(std::string_view text, int lo, int hi, std::string_view what, const std::string& where) {
   if (text == "*") return {lo, hi};
-  ItemReader r(text, where);
+  ItemReader r = reader(text, where);
   const int a = r.number(what, lo, hi);
   const int b = r.take("-") ? r.number(what, lo, hi) : a;
   r.expect_end();
@@ -424,7 +346,7 @@ TileTable parse_tile_table(std::string_view text, std::string_view origin) {
     if (w[4] != "*")
       for (const std::string& f : split_commas(w[4])) row.weights.push_back(parse_weight_format(f));
     if (w[5] != "*") row.out = parse_out_dtype(w[5]);
-    ItemReader r(w[6], where);
+    ItemReader r = reader(w[6], where);
     row.tile = read_tile(r);
     table.rows.push_back(std::move(row));
   }

@@ -1,4 +1,4 @@
-// Host-side checks of a descriptor and of one call's arguments (SPEC §1 rules).
+// Host-side checks of a descriptor and of one call's arguments (spark.h's rules).
 // Each failure throws spark::Error whose message starts with "argument '<name>': ".
 #pragma once
 

@@ -23,3 +23,11 @@ target_include_directories(test_driver_failures PRIVATE ${CMAKE_CURRENT_LIST_DIR
 # DT_RPATH, not DT_RUNPATH: searched before LD_LIBRARY_PATH, so the fake still wins where
 # LD_LIBRARY_PATH names the real driver's folder (as GPU containers often do).
 target_link_options(test_driver_failures PRIVATE LINKER:--disable-new-dtags)
+# The value up-projection's cases again on its other tilings: the stationary schedule past
+# decode, and a SPARK_OPROJ_TILES table of three regimes (a wg one among them).
+add_test(NAME test_driver_failures_oproj_stationary COMMAND test_driver_failures -tc=oproj*)
+set_tests_properties(test_driver_failures_oproj_stationary PROPERTIES LABELS cpu
+                     ENVIRONMENT "SPARK_LOG_LEVEL=error;SPARK_OPROJ_SCHEDULE=stationary")
+add_test(NAME test_driver_failures_oproj_tiles COMMAND test_driver_failures -tc=oproj*)
+set_tests_properties(test_driver_failures_oproj_tiles PROPERTIES LABELS cpu
+                     ENVIRONMENT "SPARK_LOG_LEVEL=error;SPARK_OPROJ_TILES=1-8:32x16x1,9-32:64x4x2,33-8192:wg:6")

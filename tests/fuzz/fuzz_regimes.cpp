@@ -1,5 +1,6 @@
-// parse_regime_table (the SPARK_REGIMES override) on any bytes: a clear INVALID_ARGUMENT or a
-// table of contiguous regimes over 1..8192 whose every tile gives sane sizes.  The sizes are
+// The tuning overrides' parsers on any bytes: parse_regime_table (SPARK_REGIMES) and
+// oproj::parse_tile_override (SPARK_OPROJ_TILES), each a clear INVALID_ARGUMENT naming its
+// variable or a table of contiguous regimes over 1..8192 whose every tile gives sane sizes.  The sizes are
 // computed in int by the library itself, which this build compiles with UBSan: a signed
 // overflow in threads(), stage_bytes() or smem_bytes() aborts there (-fno-sanitize-recover).
 
@@ -9,24 +10,57 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/mla_oproj/render.h"
 #include "ops/mla_qproj/tiles.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
-  std::vector<spark::RegimeEntry> table;
+namespace {
+
+// Parses with `parse`; false after an INVALID_ARGUMENT whose message starts with `variable`.
+template <class Parse>
+bool parsed(Parse parse, std::string_view variable) {
   try {
-    table = spark::parse_regime_table(text);
+    parse();
+    return true;
   } catch (const spark::Error& e) {
     if (e.status() != SPARK_ERROR_INVALID_ARGUMENT) __builtin_trap();
-    if (std::string_view(e.what()).rfind("SPARK_REGIMES: ", 0) != 0) __builtin_trap();
-    return 0;
+    const std::string_view what = e.what();
+    if (what.rfind(variable, 0) != 0 || what.substr(variable.size(), 2) != ": ") __builtin_trap();
+    return false;
   }
+}
+
+// Regimes in order, each starting where the last ended, from 1 to 8192.
+template <class Table>
+void check_contiguous(const Table& table) {
   int next = 1;
-  for (const spark::RegimeEntry& e : table) {
+  for (const auto& e : table) {
     if (e.regime.m_min != next || e.regime.m_max < e.regime.m_min) __builtin_trap();
     next = e.regime.m_max + 1;
   }
   if (next != 8193) __builtin_trap();
+}
+
+void check_oproj(std::string_view text) {
+  std::vector<spark::oproj::RegimeTile> table;
+  if (!parsed([&] { table = spark::oproj::parse_tile_override(text); }, "SPARK_OPROJ_TILES")) return;
+  check_contiguous(table);
+  for (const spark::oproj::RegimeTile& e : table) {
+    const spark::oproj::Tile& t = e.tile;
+    if (t.threads() < 32 || t.threads() > 512 || t.bm() < 16 || t.bm() > 64) __builtin_trap();
+    for (const spark::OutDtype out : {spark::OutDtype::kBf16, spark::OutDtype::kE4m3})
+      if (t.smem_bytes(out) <= 0 || t.smem_bytes(out) > 232448) __builtin_trap();
+    if (t.describe().empty()) __builtin_trap();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  check_oproj(text);
+  std::vector<spark::RegimeEntry> table;
+  if (!parsed([&] { table = spark::parse_regime_table(text); }, "SPARK_REGIMES")) return 0;
+  check_contiguous(table);
   for (const spark::RegimeEntry& e : table) {
     const spark::TileConfig& t = e.tile;
     const int threads = t.threads();

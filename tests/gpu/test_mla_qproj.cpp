@@ -1,5 +1,5 @@
-// GPU correctness suite of spark_mla_qproj_run with bf16 weights (SPEC §1 semantics and
-// accuracy contract, §4 run rules: CUDA graphs, lazy plans while capturing, argument errors).
+// GPU correctness suite of spark_mla_qproj_run with bf16 weights (spark.h's semantics and
+// accuracy contract, its run rules: CUDA graphs, lazy plans while capturing, argument errors).
 //
 // Exits SPARK_SKIP_CODE (77) with a message where there is no CUDA device.
 //

@@ -1,5 +1,5 @@
-// GPU correctness suite of spark_mla_qproj_run with MXFP8 weights (SPEC §1: the MXFP8
-// dequantisation rule, the accuracy contract, the e4m3 output rule; §4: CUDA graphs and
+// GPU correctness suite of spark_mla_qproj_run with MXFP8 weights (spark.h: the MXFP8
+// dequantisation rule, the accuracy contract, the e4m3 output rule; the run rules: CUDA graphs and
 // argument errors).
 //
 // Exits SPARK_SKIP_CODE (77) with a message where there is no CUDA device.  Where the

@@ -7,7 +7,8 @@
 // that the driver's books balance: every module loaded is unloaded, every push popped, every
 // primary-context retain released, and nothing the real driver would refuse was asked of it.
 // Kernels are compiled by the real NVRTC into a temporary cache: two keys (H 8, K 192, BF16
-// weights, BF16 or E4M3 output, M 1-16 on sm_90a), each compiled once per run of the binary.
+// weights, BF16 or E4M3 output, M 1-16 on sm_90a), each compiled once per run of the binary;
+// the value up-projection's cases (last) add its keys (H 8, V 256, M up to 64).
 
 #include <doctest/doctest.h>
 
@@ -31,9 +32,12 @@
 
 #include "fake_cuda_control.h"
 #include "fake_problem.h"
-#include "ops/mla_qproj/tiles.h"
+#include "ops/common/schedule.h"
+#include "ops/mla_oproj/render.h"
 #include "ops/mla_qproj/plan.h"
+#include "ops/mla_qproj/tiles.h"
 #include "spark/spark.h"
+#include "templates/mla_oproj_params.h"
 
 extern char** environ;
 
@@ -666,6 +670,190 @@ TEST_CASE("8 threads: lazy plans loading and running at once, with failures inje
   CHECK(counters().modules_loaded == 2);
   CHECK(counters().live_modules == books.start.live_modules + 2);
   shared.destroy();
+  ctx.destroy();
+  books.check_balanced();
+}
+
+// ----------------------------------------------------------------------------------------
+// The value up-projection's plan on the same runtime: H 8, V 256, L 512, BF16 weights, M up to
+// 64 (both of its built-in regimes), out [M, H * V] bf16 or e4m3.  Its tiles come from the
+// active tiling, so ctest also runs these cases under SPARK_OPROJ_SCHEDULE=stationary and a
+// SPARK_OPROJ_TILES table, whose launch shapes the GPU has not checked yet.
+// ----------------------------------------------------------------------------------------
+
+constexpr int kOprojV = 256, kOprojL = 512, kOprojMaxM = 64;
+constexpr uintptr_t kO = 0x50000000, kWuv = 0x60000000, kOprojOut = 0x70000000, kOutScale = 0x80000000;
+
+struct OprojPlan {
+  spark_mla_oproj_plan h = nullptr;
+  ~OprojPlan() { destroy(); }
+  void destroy() {
+    spark_mla_oproj_plan_destroy(h);
+    h = nullptr;
+  }
+};
+
+spark_mla_oproj_desc oproj_desc(spark_dtype out) {
+  spark_mla_oproj_desc d = SPARK_MLA_OPROJ_DESC_INIT;
+  d.heads = kHeads;
+  d.latent_dim = kOprojL;
+  d.v_head_dim = kOprojV;
+  d.out_dtype = out;
+  return d;
+}
+
+// o [M, H, L] token-major; W_UV the last V rows of each head of kv_b_proj [H * (128 + V), L];
+// out [M, H * V].
+spark_mla_oproj_args oproj_args(const spark_mla_oproj_desc& d, int m) {
+  spark_mla_oproj_args a = SPARK_MLA_OPROJ_ARGS_INIT;
+  a.m = m;
+  a.o = reinterpret_cast<const void*>(kO);
+  a.o_stride_m = int64_t{kHeads} * kOprojL;
+  a.o_stride_h = kOprojL;
+  a.w = reinterpret_cast<const void*>(kWuv + 2 * 128 * kOprojL);
+  a.w_stride_h = int64_t{128 + kOprojV} * kOprojL;
+  a.w_stride_v = kOprojL;
+  a.out = reinterpret_cast<void*>(kOprojOut);
+  a.out_stride_m = int64_t{kHeads} * kOprojV;
+  if (d.out_dtype == SPARK_DTYPE_E4M3) a.out_scale = reinterpret_cast<const float*>(kOutScale);
+  return a;
+}
+
+spark_status create_oproj_plan(Context& ctx, const spark_mla_oproj_desc& desc, int lazy, OprojPlan& plan,
+                               int pdl = 0) {
+  const spark_mla_qproj_plan_options o{sizeof(spark_mla_qproj_plan_options), kOprojMaxM, lazy, pdl};
+  return spark_mla_oproj_plan_create(ctx.h, &desc, &o, &plan.h);
+}
+
+spark_status run_oproj(const OprojPlan& plan, const spark_mla_oproj_desc& d, int m, spark_stream stream = nullptr) {
+  const spark_mla_oproj_args a = oproj_args(d, m);
+  return spark_mla_oproj_run(plan.h, &a, stream);
+}
+
+spark::oproj::Key oproj_key(const spark_mla_oproj_desc& d, int m) {
+  for (const spark::MRegime& r : spark::oproj::regimes())
+    if (r.contains(m))
+      return spark::oproj::Key::of(d.heads, d.v_head_dim, r, spark::WeightFormat::kBf16,
+                                   d.out_dtype == SPARK_DTYPE_BF16 ? spark::OutDtype::kBf16 : spark::OutDtype::kE4m3,
+                                   "sm_90a", d.latent_dim);
+  FAIL("no regime covers m = " << m);
+  return {};
+}
+
+// The regimes a plan of max_m kOprojMaxM holds.
+long oproj_regime_count() { return static_cast<long>(spark::oproj::regimes_up_to(kOprojMaxM).size()); }
+
+void prewarm_oproj() {
+  static const bool done = [] {
+    fake_cuda_reset();
+    Context ctx;
+    OprojPlan a, b;
+    REQUIRE_OK(create_context(ctx));
+    REQUIRE_OK(create_oproj_plan(ctx, oproj_desc(SPARK_DTYPE_BF16), 0, a));
+    REQUIRE_OK(create_oproj_plan(ctx, oproj_desc(SPARK_DTYPE_E4M3), 0, b));
+    return true;
+  }();
+  (void)done;
+}
+
+TEST_CASE("oproj: a load failing, a launch failing, a lazy plan on a capturing stream") {
+  prewarm_oproj();
+  Books books;
+  Context ctx;
+  REQUIRE_OK(create_context(ctx));
+  const spark_mla_oproj_desc bf16 = oproj_desc(SPARK_DTYPE_BF16), e4m3 = oproj_desc(SPARK_DTYPE_E4M3);
+  {
+    // Plan creation loads every regime's kernel: the first load fails, nothing stays loaded.
+    fake_cuda_fail("cuModuleLoadData", CUDA_ERROR_OUT_OF_MEMORY, 0);
+    OprojPlan plan;
+    check_error(create_oproj_plan(ctx, bf16, 0, plan), SPARK_ERROR_OUT_OF_MEMORY,
+                {"cuModuleLoadData", "CUDA_ERROR_OUT_OF_MEMORY", oproj_key(bf16, 1).name()});
+    CHECK(plan.h == nullptr);
+    CHECK(counters().modules_loaded == 0);
+    fake_cuda_clear_failure("cuModuleLoadData");
+  }
+  OprojPlan plan;
+  REQUIRE_OK(create_oproj_plan(ctx, bf16, 0, plan));
+  CHECK(counters().modules_loaded == oproj_regime_count());
+  fake_cuda_fail("cuLaunchKernelEx", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 0);
+  check_error(run_oproj(plan, bf16, 17), SPARK_ERROR_CUDA, {"cuLaunchKernelEx", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"});
+  fake_cuda_clear_failure("cuLaunchKernelEx");
+  REQUIRE_OK(run_oproj(plan, bf16, 17));
+  CHECK(counters().launches == 1);
+  // A bad argument is refused before the driver is asked for anything.
+  spark_mla_oproj_args bad = oproj_args(bf16, 65);
+  check_error(spark_mla_oproj_run(plan.h, &bad, nullptr), SPARK_ERROR_INVALID_ARGUMENT, {"m", "65"});
+  CHECK(counters().launches == 1);
+
+  OprojPlan lazy;
+  REQUIRE_OK(create_oproj_plan(ctx, e4m3, 1, lazy));
+  const long loaded = counters().modules_loaded;
+  spark_stream stream = reinterpret_cast<spark_stream>(uintptr_t{0x5000});
+  fake_cuda_set_capture_status(CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  check_error(run_oproj(lazy, e4m3, 2, stream), SPARK_ERROR_NOT_LOADED_WHILE_CAPTURING,
+              {oproj_key(e4m3, 2).name(), "capturing"});
+  CHECK(counters().modules_loaded == loaded);
+  fake_cuda_set_capture_status(CU_STREAM_CAPTURE_STATUS_NONE);
+  REQUIRE_OK(run_oproj(lazy, e4m3, 2, stream));
+  CHECK(counters().modules_loaded == loaded + 1);
+  CHECK(counters().launches == 2);
+  lazy.destroy();
+  plan.destroy();
+  ctx.destroy();
+  books.check_balanced();
+}
+
+TEST_CASE("oproj: the launch shape and parameters of every regime, with PDL when asked") {
+  prewarm_oproj();
+  Books books;
+  fake_cuda_record_param_bytes(sizeof(spark::MlaOprojParams));
+  Context ctx;
+  REQUIRE_OK(create_context(ctx));
+  for (const spark_dtype out : {SPARK_DTYPE_BF16, SPARK_DTYPE_E4M3}) {
+    for (int pdl : {0, 1}) {
+      CAPTURE(out);
+      CAPTURE(pdl);
+      const spark_mla_oproj_desc desc = oproj_desc(out);
+      OprojPlan plan;
+      REQUIRE_OK(create_oproj_plan(ctx, desc, 0, plan, pdl));
+      for (int m : {1, 7, 16, 17, 33, 64}) {
+        CAPTURE(m);
+        const spark::oproj::Key key = oproj_key(desc, m);
+        const spark::oproj::Tile tile = spark::oproj::tile_for(key);
+        CAPTURE(tile.describe());
+        // Under SPARK_OPROJ_SCHEDULE=stationary (a ctest of its own) M past decode is stationary.
+        if (const char* schedule = std::getenv("SPARK_OPROJ_SCHEDULE"))
+          CHECK(tile.stationary == (std::string(schedule) == "stationary" && m > 16));
+        spark_stream stream = reinterpret_cast<spark_stream>(uintptr_t{0x7000});
+        REQUIRE_OK(run_oproj(plan, desc, m, stream));
+        fake_cuda_launch l;
+        REQUIRE(fake_cuda_last_launch(&l) == 1);
+        CHECK(l.stream == stream);
+        CHECK(l.block[0] == static_cast<unsigned>(tile.threads()));
+        CHECK((l.block[1] == 1 && l.block[2] == 1 && l.grid[1] == 1 && l.grid[2] == 1));
+        CHECK(l.shared_mem_bytes == static_cast<unsigned>(tile.smem_bytes(key.out)));
+        CHECK(l.shared_mem_bytes <= 232448u);
+        // A CTA per (head, column block, M tile); the stationary schedule one per (head,
+        // column block, M chunk), as many chunks as the device (1 CTA per SM here) needs.
+        const long long blocks = 1ll * kHeads * (kOprojV / tile.bn), tiles_m = (m + tile.bm() - 1) / tile.bm();
+        const long long chunks = tile.stationary ? spark::stationary_m_chunks(blocks, tiles_m, FAKE_CUDA_SM_COUNT) : 1;
+        CHECK(static_cast<long long>(l.grid[0]) == (tile.stationary ? blocks * chunks : blocks * tiles_m));
+        CHECK(l.pdl == pdl);
+        CHECK(l.num_attrs == static_cast<unsigned>(pdl));
+        REQUIRE(l.param_bytes == sizeof(spark::MlaOprojParams));
+        spark::MlaOprojParams p;
+        std::memcpy(&p, l.params, sizeof p);
+        const spark_mla_oproj_args a = oproj_args(desc, m);
+        CHECK((p.m == m && p.heads == kHeads && p.m_chunks == chunks));
+        CHECK((p.o == a.o && p.o_stride_m == a.o_stride_m && p.o_stride_h == a.o_stride_h));
+        CHECK((p.w == a.w && p.w_stride_h == a.w_stride_h && p.w_stride_v == a.w_stride_v));
+        CHECK((p.w_scale == nullptr && p.out == a.out && p.out_stride_m == a.out_stride_m));
+        CHECK(p.out_scale == a.out_scale);
+      }
+    }
+  }
+  // The plans of one descriptor share the context's kernels: one module per key.
+  CHECK(counters().modules_loaded == 2 * oproj_regime_count());
   ctx.destroy();
   books.check_balanced();
 }

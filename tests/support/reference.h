@@ -2,8 +2,8 @@
 //
 //   - bf16 / e4m3fn / e8m0 bit-level conversions, written from the formats' definitions
 //     (no CUDA header, no hardware conversion), so they can judge the kernels bit for bit;
-//   - quantize_e4m3: the SPEC's e4m3 output rule;
-//   - dequant_mxfp8: the SPEC's MXFP8 weight dequantisation rule;
+//   - quantize_e4m3: spark.h's e4m3 output rule;
+//   - dequant_mxfp8: spark.h's MXFP8 weight dequantisation rule;
 //   - reference_mla_qproj: a multithreaded float64 reference of the MLA query projection;
 //   - reference_mla_oproj: the same for the MLA value up-projection;
 //   - seeds and fast deterministic random bf16 fills (never zero);
@@ -48,7 +48,7 @@ inline bool e4m3_is_nan(uint8_t code) { return (code & 0x7Fu) == 0x7Fu; }
 // -0 gives 0x80.
 uint8_t float_to_e4m3_satfinite_rne(float f);
 
-// The SPEC's e4m3 output rule for one bf16 value:
+// spark.h's e4m3 output rule for one bf16 value:
 //   inv = 1.0f / q_scale               (IEEE round-to-nearest division == __frcp_rn)
 //   x   = bf16_to_float(v) * inv       (float multiply, round-to-nearest)
 //   x   = clamp(x, -448, 448)          (NaN stays NaN)

@@ -213,7 +213,7 @@ TEST_CASE("e4m3: nearest-value sweep against the decode table") {
 }
 
 // ---------------------------------------------------------------------------------------
-// quantize_e4m3 (the SPEC's e4m3 output rule)
+// quantize_e4m3 (spark.h's e4m3 output rule)
 // ---------------------------------------------------------------------------------------
 
 TEST_CASE("quantize_e4m3: non-power-of-two scale") {

@@ -141,3 +141,52 @@ foreach(args "--heads;8;--nope;128;--v-head-dim;192" "--model;glm5;--v-head-dim;
     message(FATAL_ERROR "${args}: expected exit 2 naming --v-head-dim (${rc}):\n${out}${err}")
   endif()
 endforeach()
+
+# SPARK_OPROJ_SCHEDULE=stationary renders the value up-projection's M 17-8192 kernel on the
+# weight-stationary schedule: an entry of its own beside the tiled one (the other three keys
+# come from the cache).  A value it does not know fails those keys, naming the variable.
+set(sched_args --heads 8 --nope 128 --v-head-dim 128 --arch sm_90a --max-m 32 --out bf16 --weights bf16
+               --cache-dir ${WORK}/sched --json)
+execute_process(COMMAND ${PREWARM} ${sched_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 4")
+  message(FATAL_ERROR "a fresh cache must compile four kernels (${rc}):\n${out}${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_OPROJ_SCHEDULE=stationary ${PREWARM} ${sched_args}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 3" OR NOT out MATCHES "\"compiled\": 1")
+  message(FATAL_ERROR "the stationary schedule must compile only the M 17-8192 oproj kernel anew (${rc}):\n${out}${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_OPROJ_SCHEDULE=bogus ${PREWARM} ${sched_args}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "SPARK_OPROJ_SCHEDULE: 'bogus' is not a schedule")
+  message(FATAL_ERROR "SPARK_OPROJ_SCHEDULE=bogus must fail naming the variable (${rc}):\n${out}${err}")
+endif()
+# SPARK_OPROJ_TILES (the tuning override) brings its own regimes: M up to 32 needs its 1-8 and
+# 9-64 kernels (on sm_80 too, where wg falls back to tiled); a broken item, or setting it
+# beside SPARK_OPROJ_SCHEDULE, fails naming the variable and the rule.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env "SPARK_OPROJ_TILES=1-8:32x16x1,9-64:wg:6,65-8192:64x4x2"
+                        ${PREWARM} --heads 8 --nope 128 --v-head-dim 128 --arch sm_90a,sm_80 --max-m 32 --out bf16
+                        --weights bf16 --cache-dir ${WORK}/tiles
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "mla_oproj[.]h8[.]v128[.]l512[.]m1-8[.]wbf16[.]obf16[.]sm_90a"
+   OR NOT out MATCHES "mla_oproj[.]h8[.]v128[.]l512[.]m9-64[.]wbf16[.]obf16[.]sm_80" OR out MATCHES "m65-8192")
+  message(FATAL_ERROR "SPARK_OPROJ_TILES must give the oproj keys its own regimes (${rc}):\n${out}${err}")
+endif()
+foreach(case "1-8:32x16x1,9-8192:128x4x2|16 / KSPLIT \\+ TM must be at most 5"
+             "1-8:32x16x1|the regimes must end at M = 8192")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 value)
+  list(GET parts 1 rule)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "SPARK_OPROJ_TILES=${value}" ${PREWARM} ${sched_args}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "SPARK_OPROJ_TILES: .*${rule}")
+    message(FATAL_ERROR "SPARK_OPROJ_TILES=${value} must fail naming the variable and '${rule}' (${rc}):\n${out}${err}")
+  endif()
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_OPROJ_SCHEDULE=stationary "SPARK_OPROJ_TILES=1-8192:wg:10"
+                        ${PREWARM} ${sched_args}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "SPARK_OPROJ_TILES and SPARK_OPROJ_SCHEDULE are both set")
+  message(FATAL_ERROR "setting both oproj variables must fail naming them (${rc}):\n${out}${err}")
+endif()
+file(REMOVE_RECURSE ${WORK})

@@ -32,7 +32,12 @@ class Stream : public spark_tools::Stream {
 
 using GraphExec = spark_tools::Graph;
 using spark_tools::SparkContext;
-using spark_tools::SparkPlan;
+using spark_tools::SparkPlan;  // the query projection's
+
+struct OprojPlanDeleter {
+  void operator()(spark_mla_oproj_plan p) const { spark_mla_oproj_plan_destroy(p); }
+};
+using OprojPlan = std::unique_ptr<std::remove_pointer_t<spark_mla_oproj_plan>, OprojPlanDeleter>;
 
 class Event {
  public:

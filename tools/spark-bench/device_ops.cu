@@ -10,7 +10,6 @@ namespace spark_bench {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr uint32_t kOutCols = 576;  // N + R: the columns compared; the rest of a row is pad
 
 unsigned blocks_for(uint64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
@@ -168,12 +167,12 @@ __device__ __forceinline__ void add_counts(unsigned long long* counters, unsigne
 // Grid-stride loops over every element of the rows, pad included; no thread returns early, so
 // the warp reductions at the end see all 32 lanes (blockDim is a multiple of 32).
 __global__ void compare_bf16_kernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, uint64_t n,
-                                    uint32_t pitch, unsigned long long* counters, float abs_tol) {
+                                    uint32_t cols, uint32_t pitch, unsigned long long* counters, float abs_tol) {
   unsigned diff = 0, bad = 0, nan_a = 0, pad = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const uint32_t x = a[i];
-    if (i % pitch >= kOutCols) {
+    if (i % pitch >= cols) {
       pad += x != 0xFFFFu;
       continue;
     }
@@ -193,12 +192,12 @@ __global__ void compare_bf16_kernel(const uint16_t* __restrict__ a, const uint16
 }
 
 __global__ void compare_e4m3_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b, uint64_t n,
-                                    uint32_t pitch, unsigned long long* counters) {
+                                    uint32_t cols, uint32_t pitch, unsigned long long* counters) {
   unsigned diff = 0, bad = 0, nan_a = 0, pad = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const uint32_t x = a[i];
-    if (i % pitch >= kOutCols) {
+    if (i % pitch >= cols) {
       pad += x != 0xFFu;
       continue;
     }
@@ -282,22 +281,24 @@ void dequant_fp8_block(const uint8_t* values, const float* scales, uint16_t* out
   BENCH_CUDA(cudaGetLastError());
 }
 
-void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int pitch, unsigned long long* counters,
-                  cudaStream_t stream) {
-  if (pitch < static_cast<int>(kOutCols)) throw BenchError("compare_bf16: pitch below 576");
+void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int cols, int pitch,
+                  unsigned long long* counters, cudaStream_t stream) {
+  if (cols <= 0 || pitch < cols) throw BenchError("compare_bf16: pitch below the columns");
   const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
-  compare_bf16_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(pitch), counters,
+  compare_bf16_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(cols),
+                                                                  static_cast<uint32_t>(pitch), counters,
                                                                   static_cast<float>(kCompareAbsTol));
   BENCH_CUDA(cudaGetLastError());
 }
 
-void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int pitch, unsigned long long* counters,
-                  cudaStream_t stream) {
-  if (pitch < static_cast<int>(kOutCols)) throw BenchError("compare_e4m3: pitch below 576");
+void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int cols, int pitch,
+                  unsigned long long* counters, cudaStream_t stream) {
+  if (cols <= 0 || pitch < cols) throw BenchError("compare_e4m3: pitch below the columns");
   const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
-  compare_e4m3_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(pitch), counters);
+  compare_e4m3_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(cols),
+                                                                  static_cast<uint32_t>(pitch), counters);
   BENCH_CUDA(cudaGetLastError());
 }
 

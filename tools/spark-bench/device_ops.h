@@ -20,8 +20,8 @@ void fill_bf16_random(uint16_t* dst, size_t n, uint64_t seed, float scale, cudaS
 void fill_mxfp8_random(uint8_t* values, size_t n_values, uint8_t* scales, size_t n_scales, uint64_t seed,
                        cudaStream_t stream);
 
-// out[r, c] = RN_bf16(bf16(e4m3 values[r, c]) * bf16(2^(scales[r, c / 32] - 127))) (SPEC §1) for
-// `rows` dense rows of 512 values / 16 scale bytes (a whole [H, K+256, 512] pack at once).
+// out[r, c] = RN_bf16(bf16(e4m3 values[r, c]) * bf16(2^(scales[r, c / 32] - 127))) (spark.h) for
+// `rows` dense rows of 512 values / 16 scale bytes (whole packs at once).
 void dequant_mxfp8(const uint8_t* values, const uint8_t* scales, uint16_t* out, size_t rows, cudaStream_t stream);
 
 // Block FP8 weights: values[0..n_values) e4m3 codes as fill_mxfp8_random makes them;
@@ -38,18 +38,18 @@ void fill_fp8_block_random(uint8_t* values, size_t n_values, float* scales, size
 void dequant_fp8_block(const uint8_t* values, const float* scales, uint16_t* out, size_t rows_per_pack,
                        size_t scale_rows_per_pack, size_t packs, cudaStream_t stream);
 
-// Comparison of two outputs of `rows` rows of 576 elements (bf16 or e4m3 bits), rows `pitch`
+// Comparison of two outputs of `rows` rows of `cols` elements (bf16 or e4m3 bits), rows `pitch`
 // elements apart in both.  counters (device, kCompareCounters x u64, accumulated, zero them
 // first): [0] elements whose bits differ, [1] "bad" elements: a NaN in either, or more than 1
 // ulp (1 code for e4m3) apart and, for bf16, also more than kCompareAbsTol apart (a near-zero
 // sum may legitimately differ by more ulps), [2] NaN in a, [3] elements of a's pad columns
-// (576..pitch) that no longer hold the poison byte 0xFF: a wrote where it must not.
+// (cols..pitch) that no longer hold the poison byte 0xFF: a wrote where it must not.
 constexpr double kCompareAbsTol = 1e-4;
 constexpr int kCompareCounters = 4;
-void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int pitch, unsigned long long* counters,
-                  cudaStream_t stream);
-void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int pitch, unsigned long long* counters,
-                  cudaStream_t stream);
+void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int cols, int pitch,
+                  unsigned long long* counters, cudaStream_t stream);
+void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int cols, int pitch,
+                  unsigned long long* counters, cudaStream_t stream);
 
 // A one-thread kernel that busy-waits for `ns` nanoseconds of GPU time.
 void spin(uint64_t ns, cudaStream_t stream);

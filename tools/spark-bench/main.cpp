@@ -1,6 +1,7 @@
-// spark-bench: times spark's fused MLA query projection against the staged cuBLAS path the way
-// servers run it, in CUDA-graph replay over many layers' distinct weights, and writes a table
-// and a JSON result file.  bench/README.md explains the method and the columns.
+// spark-bench: times spark's fused MLA query projection (--op qproj) or value up-projection
+// (--op oproj) against the staged cuBLAS path the way servers run it, in CUDA-graph replay over
+// many layers' distinct weights, and writes a table and a JSON result file.  bench/README.md
+// explains the method and the columns.
 //
 // Exits 77 with "spark-bench: no CUDA device (...)" where there is no GPU (as the GPU tests do);
 // --help, --version and --dry-run need no GPU.  Usage errors exit 2 (tools/common/cli.h).
@@ -43,6 +44,9 @@ constexpr int kCheckFailedCode = 3;
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // what PyTorch gives cuBLAS on Hopper
 constexpr size_t kCeilingCopyBytes = size_t{2} << 30;
 constexpr int kCeilingReps = 10;
+// The variables that replace spark's tile choices (docs/environment.md): printed and recorded
+// in the JSON, since a run under one of them measures other kernels.
+constexpr const char* kTilingVariables[] = {"SPARK_REGIMES", "SPARK_OPROJ_SCHEDULE", "SPARK_OPROJ_TILES"};
 constexpr size_t kAssumedL2Bytes = size_t{50} << 20;  // --dry-run without a GPU (H100 / H200)
 constexpr size_t kFreeMemoryMargin = size_t{1} << 30;
 // The default --mem-gib.  H = 128, K = 192 at M = 8192 needs ~4.4 GiB of activations (out
@@ -58,12 +62,11 @@ const std::vector<int> kGridM = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 20
 const std::vector<int> kQuickHeads = {8, 16, 128};
 const std::vector<int> kQuickNope = {192};
 const std::vector<int> kQuickM = {1, 16, 64, 256};
-
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (const int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
+// The value up-projection's grid (the M grid is the same: SPARK_MLA_OPROJ_MAX_M is 8192 too).
+const std::vector<int> kOprojGridHeads = {8, 16, 32, 64, 128};
+const std::vector<int> kGridV = {128, 256};
+const std::vector<int> kQuickV = {128};
+static_assert(SPARK_MLA_OPROJ_MAX_M == SPARK_MLA_QPROJ_MAX_M, "--m's range is both ops'");
 
 std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
@@ -73,9 +76,10 @@ bool in_repo_root() {
   return fs::is_regular_file("include/spark/spark.h", ec) && fs::is_directory("bench", ec);
 }
 
-std::string default_json_path(const DeviceInfo& info) {
-  if (!in_repo_root()) return "spark-bench.json";
-  const std::string stem = "bench/results/" + utc_date() + "-" + slug(info.name);
+std::string default_json_path(const DeviceInfo& info, Op op, StagedBmm bmm) {
+  const std::string suffix = op == Op::kQproj ? "" : bmm == StagedBmm::kInto ? "-oproj-into" : "-oproj";
+  if (!in_repo_root()) return "spark-bench" + suffix + ".json";
+  const std::string stem = "bench/results/" + utc_date() + "-" + slug(info.name) + suffix;
   std::string path = stem + ".json";
   for (int i = 2; fs::exists(path); ++i) path = fmt::format("{}-{}.json", stem, i);
   return path;
@@ -122,6 +126,82 @@ std::vector<std::string> weight_format_names() {
   return v;
 }
 
+// A list flag's values, each checked by `problem` ("" when the value is fine).
+CLI::Validator int_validator(std::string (*problem)(int), const char* name) {
+  return CLI::Validator(
+      [problem](std::string& v) {
+        int x = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        if (ec != std::errc() || end != v.data() + v.size()) return v + " is not an integer";
+        return problem(x);
+      },
+      name);
+}
+
+// The flags that belong to the other op, given with this one: a usage error ("" when none).
+std::string foreign_flag(Op op, const CLI::App& app) {
+  const std::vector<const char*> qproj_only = {"--nope", "--out-pitch"};
+  const std::vector<const char*> oproj_only = {"--v-head-dim", "--out-pad", "--staged-bmm"};
+  for (const char* flag : op == Op::kQproj ? oproj_only : qproj_only) {
+    if (app.count(flag) > 0)
+      return fmt::format("{} is a flag of --op {}, not of --op {}", flag, op == Op::kQproj ? "oproj" : "qproj",
+                         op_name(op));
+  }
+  return "";
+}
+
+// The method as the JSON records it; the op's layout, staged path and floor in its words.
+ordered_json method_json(const BenchOptions& o, const std::string& staged_quant, const std::string& staged_bmm,
+                         size_t budget_bytes) {
+  const bool q = o.op == Op::kQproj;
+  ordered_json m = {
+      {"layers_min", o.layers},
+      {"layers_l2_multiple", kL2Multiple},
+      {"layers_note", std::string("per row: max(layers_min, enough layers for >= l2_multiple x L2 of weights), "
+                                  "capped by mem_budget_bytes; each layer has its own weights ") +
+                          (q ? "(slices of a [H, K+256, 512] pack)"
+                             : "(the last V rows of each head of a [H*(128+V), 512] pack)")},
+      {"replays", o.replays},
+      {"warmup", o.warmup},
+      {"alternated", true},
+      {"order", "ABBA: spark,staged then staged,spark"},
+      {"timer", "cudaEvent pair around each graph replay; the batch is queued behind a spin kernel"},
+      {"per_layer", "replay time / layers"},
+      {"statistic", "median over replays (min and max also given)"},
+      {"shared_buffers", std::string(q ? "q" : "o") + ", out and the staged scratch tensors are shared by all "
+                                                        "layers of a row"}};
+  if (q) {
+    m["out_pitches"] = o.out_pitches;
+  } else {
+    m["out_pads"] = o.out_pads;
+  }
+  m["out_layout"] = std::string("out is a view of a ") +
+                    (q ? "[M, H, out_pitch] buffer (out_stride_h out_pitch, out_stride_m H * out_pitch)"
+                       : "[M, out_pitch] buffer (out_stride_m out_pitch = H * V + out_pad)") +
+                    " in both arms; the staged arm's last kernel writes it; only the " + (q ? "576" : "H * V") +
+                    " columns are compared, and spark's pad columns must keep the poison bytes";
+  m["check"] = "spark vs staged outputs compared on the GPU for layer 0 before timing and for the last layer "
+               "after it; bad = NaN, or > 1 ulp and (bf16) > 1e-4 apart";
+  m["staged"] = std::string("cublasGemmStridedBatchedEx (bf16, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) -> ") +
+                (q ? "[H,M,512]; concat kernel -> [M,H,576]"
+                   : (o.staged_bmm == StagedBmm::kCopy ? "[H,M,V]; transpose copy kernel -> [M,H*V]"
+                                                       : "the transposed view of [M,H,V] (no copy)")) +
+                " bf16; e4m3 out: quant kernel(s)";
+  m["staged_quant"] = staged_quant;
+  if (!q) m["staged_bmm"] = staged_bmm;
+  m["staged_mxfp8"] = "servers dequantise MXFP8 weights to bf16 once at load: the staged arm of an mxfp8 row "
+                      "runs the bf16 bmm on those dequantised weights";
+  m["staged_fp8_block"] = "likewise for block-FP8 weights, dequantised as RN_bf16(float(e4m3) * scale) with the "
+                          "fp32 product rounded to nearest; scales (1 + f) * 2^e, e in -8..-2";
+  m["spark_pdl"] = o.pdl;
+  m["cublas_workspace_bytes"] = kCublasWorkspaceBytes;
+  m["mem_budget_bytes"] = budget_bytes;
+  m[q ? "q_scale" : "out_scale"] = kQScale;
+  m["floor"] = std::string("bytes (weights read + ") + (q ? "q_nope + q_pe + out's 576" : "o + out's H * V") +
+               " columns, never the pad) / ceiling";
+  return m;
+}
+
 std::string clocks_text(const ordered_json& s) {
   if (s.is_null()) return "NVML not available";
   auto get = [&](const char* k) { return s.contains(k) ? std::to_string(s[k].get<unsigned>()) : std::string("?"); };
@@ -135,20 +215,28 @@ std::string clocks_text(const ordered_json& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "spark-bench: time spark's fused MLA query projection against the staged cuBLAS path (bmm -> concat "
-      "[-> e4m3 quant]) in CUDA-graph replay over many layers' weights.  See bench/README.md."};
-  std::vector<int> heads, nopes, ms, pitches;
+      "spark-bench: time spark's fused MLA query projection (--op qproj) or value up-projection (--op oproj) "
+      "against the staged cuBLAS path (bmm -> concat or transpose [-> e4m3 quant]) in CUDA-graph replay over "
+      "many layers' weights.  See bench/README.md."};
+  std::vector<int> heads, nopes, vs, ms, pitches, pads;
   std::vector<std::string> weight_names, out_names;
   int layers = 64, replays = 30, warmup = 2, device = 0;
   double mem_gib = kDefaultMemGib;
   bool pdl = false, quick = false, dry_run = false;
-  std::string json_path, staged_quant = "fused";
+  std::string op_text = "qproj", json_path, staged_quant = "fused", staged_bmm = "copy";
   spark_tools::apply_conventions(app, "spark-bench");
 
-  app.add_option("--heads", heads, "heads per rank (default 8,11,16,32,64,128)")
+  app.add_option("--op", op_text, "the op: qproj (query projection) or oproj (value up-projection)")
+      ->check(CLI::IsMember({"qproj", "oproj"}));
+  app.add_option("--heads", heads, "heads per rank (default 8,11,16,32,64,128; oproj 8,16,32,64,128)")
       ->delimiter(',')
       ->check(CLI::Range(1, 128));
-  app.add_option("--nope", nopes, "nope dim K (default 128,192)")->delimiter(',')->check(CLI::IsMember({128, 192}));
+  app.add_option("--nope", nopes, "qproj: nope dim K (default 128,192)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({128, 192}));
+  app.add_option("--v-head-dim", vs, "oproj: v_head_dim V (default 128,256)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({128, 256}));
   app.add_option("--m", ms, "tokens per call (default 1,2,4,...,8192)")->delimiter(',')->check(CLI::Range(1, SPARK_MLA_QPROJ_MAX_M));
   app.add_option("--weights", weight_names, "weight formats (default bf16,mxfp8,fp8-block)")
       ->delimiter(',')
@@ -157,29 +245,32 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "e4m3"}));
   app.add_option("--out-pitch", pitches,
-                 "out's row pitch in elements (out_stride_h; out_stride_m = H * pitch), each >= 576 and a multiple of "
-                 "8: 576 contiguous (default), 640 padded to whole 32-byte sectors, 584 padded but not")
+                 "qproj: out's row pitch in elements (out_stride_h; out_stride_m = H * pitch), each >= 576 and a "
+                 "multiple of 8: 576 contiguous (default), 640 padded to whole 32-byte sectors, 584 padded but not")
       ->delimiter(',')
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            int pitch = 0;
-            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), pitch);
-            if (ec != std::errc() || end != v.data() + v.size()) return v + " is not an integer";
-            return out_pitch_problem(pitch);
-          },
-          "PITCH"));
+      ->check(int_validator(out_pitch_problem, "PITCH"));
+  app.add_option("--out-pad", pads,
+                 "oproj: elements past H*V in each row of out (out_stride_m = H*V + pad), each >= 0 and a multiple "
+                 "of 8: 0 contiguous (default)")
+      ->delimiter(',')
+      ->check(int_validator(out_pad_problem, "PAD"));
   app.add_option("--layers", layers, "minimum layers with distinct weights per graph (raised so they hold >= 4x the L2)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--replays", replays, "timed graph replays per arm (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", warmup, "untimed replays per arm first")->check(CLI::Range(0, 1000));
   app.add_option("--json", json_path,
                  "result file (default bench/results/<date>-<gpu>.json from the repository root, else "
-                 "./spark-bench.json)");
+                 "./spark-bench.json; -oproj before .json for --op oproj)");
   app.add_flag("--pdl", pdl, "create spark's plans with enable_pdl (programmatic dependent launch)");
-  app.add_flag("--quick", quick, "a small subset: H 8,16,128; K 192; M 1,16,64,256; bf16 weights; both outputs");
+  app.add_flag("--quick", quick,
+               "a small subset: H 8,16,128; K 192 (oproj: V 128); M 1,16,64,256; bf16 weights; both outputs");
   app.add_option("--staged-quant", staged_quant,
                  "staged e4m3 quantisation: fused (one kernel, default) or eager (four kernels like eager PyTorch)")
       ->check(CLI::IsMember({"fused", "eager"}));
+  app.add_option("--staged-bmm", staged_bmm,
+                 "oproj: the staged bmm writes [H, M, V] and a transpose copy makes [M, H*V] (copy, default), or "
+                 "it writes the output's transposed view directly, as a server passing bmm an out= view does (into)")
+      ->check(CLI::IsMember({"copy", "into"}));
   app.add_option("--mem-gib", mem_gib, "device memory budget for weights and activations, GiB")
       ->check(CLI::Range(0.25, 1024.0));
   app.add_option("--device", device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
@@ -188,8 +279,16 @@ int main(int argc, char** argv) {
   if (const auto rc = spark_tools::parse_command_line(app, argc, argv, "spark-bench", false)) return *rc;
 
   BenchOptions o;
-  o.heads = !heads.empty() ? heads : (quick ? kQuickHeads : kGridHeads);
-  o.nopes = !nopes.empty() ? nopes : (quick ? kQuickNope : kGridNope);
+  o.op = op_text == "oproj" ? Op::kOproj : Op::kQproj;
+  if (const std::string e = foreign_flag(o.op, app); !e.empty())
+    return spark_tools::report_error("spark-bench", e + " (see --help)", "usage", spark_tools::kExitUsage, false);
+  const bool qproj = o.op == Op::kQproj;
+  o.heads = !heads.empty() ? heads : (quick ? kQuickHeads : (qproj ? kGridHeads : kOprojGridHeads));
+  if (qproj) {
+    o.dims = !nopes.empty() ? nopes : (quick ? kQuickNope : kGridNope);
+  } else {
+    o.dims = !vs.empty() ? vs : (quick ? kQuickV : kGridV);
+  }
   o.ms = !ms.empty() ? ms : (quick ? kQuickM : kGridM);
   o.weights = !weight_names.empty()
                   ? parse_list<WeightFormat>(weight_names, spark::parse_weight_format)
@@ -198,13 +297,15 @@ int main(int argc, char** argv) {
   o.outs = !out_names.empty() ? parse_list<OutDtype>(out_names, spark::parse_out_dtype)
                               : std::vector<OutDtype>{OutDtype::kBf16, OutDtype::kE4m3};
   if (!pitches.empty()) o.out_pitches = pitches;
+  if (!pads.empty()) o.out_pads = pads;
   o.layers = layers;
   o.replays = replays;
   o.warmup = warmup;
   o.pdl = pdl;
   o.quant = staged_quant == "eager" ? StagedQuant::kEager : StagedQuant::kFused;
+  o.staged_bmm = staged_bmm == "into" ? StagedBmm::kInto : StagedBmm::kCopy;
   o.mem_budget_bytes = static_cast<size_t>(mem_gib * static_cast<double>(size_t{1} << 30));
-  const Table table(stdout);
+  const Table table(stdout, o.op);
   if (layers < 64 || replays < 20)
     table.note(fmt::format("below the method's minimum (64 layers, 20 replays): {} layers, {} replays", layers,
                            replays));
@@ -260,7 +361,7 @@ int main(int argc, char** argv) {
 
     const CommitInfo commit = commit_info();
     const ordered_json nvml_before = nvml_snapshot(info.pci_bus_id);
-    path = !json_path.empty() ? json_path : default_json_path(info);
+    path = !json_path.empty() ? json_path : default_json_path(info, o.op, o.staged_bmm);
 
     std::printf("spark-bench: %s (%d SMs, sm_%d%d, L2 %zu MiB, %zu GiB), driver %s (CUDA %s), runtime %s, "
                 "cuBLAS %d, spark %s\n",
@@ -271,8 +372,9 @@ int main(int argc, char** argv) {
     std::printf("commit %s (%s%s), %s\n", commit.commit.c_str(), commit.source.c_str(),
                 commit.dirty ? ", uncommitted changes" : "", utc_timestamp().c_str());
     std::printf("clocks: %s\n", clocks_text(nvml_before).c_str());
-    if (const char* regimes = std::getenv("SPARK_REGIMES"); regimes != nullptr)
-      std::printf("SPARK_REGIMES=%s (regime table overridden)\n", regimes);
+    for (const char* name : kTilingVariables)
+      if (const char* value = std::getenv(name); value != nullptr)
+        std::printf("%s=%s (tiles overridden)\n", name, value);
     std::fflush(stdout);
 
     const CopyCeiling ceiling = measure_copy_ceiling(stream.get(), kCeilingCopyBytes, kCeilingReps);
@@ -291,13 +393,16 @@ int main(int argc, char** argv) {
     env.ceiling_tbps = ceiling.tbps;
 
     std::printf("method: >= %d layers of distinct weights per graph (raised to hold >= %dx the L2), %d replays per "
-                "arm after %d warm-ups, ABBA-alternated; staged e4m3 quant %s; spark PDL %s\n",
-                o.layers, kL2Multiple, o.replays, o.warmup, staged_quant.c_str(), o.pdl ? "on" : "off");
+                "arm after %d warm-ups, ABBA-alternated; staged e4m3 quant %s%s; spark PDL %s\n",
+                o.layers, kL2Multiple, o.replays, o.warmup, staged_quant.c_str(),
+                qproj ? "" : (o.staged_bmm == StagedBmm::kInto ? ", bmm into out's view" : ", bmm + transpose copy"),
+                o.pdl ? "on" : "off");
     std::printf("%zu rows -> %s\n\n", row_count(o), path.c_str());
     std::fflush(stdout);
 
     doc["tool"] = "spark-bench";
     doc["schema_version"] = 1;
+    doc["op"] = op_name(o.op);
     doc["gpu"] = {{"name", info.name},
                   {"sm_count", info.sm_count},
                   {"compute_capability", fmt::format("{}.{}", info.cc_major, info.cc_minor)},
@@ -315,9 +420,11 @@ int main(int argc, char** argv) {
     doc["clocks"] = {{"nvml_before", nvml_before},
                      {"nvml_after", nullptr},
                      {"nvidia_smi", smi != nullptr ? ordered_json(smi) : ordered_json(nullptr)}};
-    // Settings that change what is measured (SPARK_REGIMES overrides the regime table).
+    // Settings that change what is measured (the tiling variables choose other kernels).
     ordered_json environment = ordered_json::object();
-    for (const char* name : {"SPARK_REGIMES", "SPARK_JIT", "SPARK_CACHE_DIR", "SPARK_LOG_LEVEL", "SPARK_DUMP_DIR",
+    for (const char* name : kTilingVariables)
+      if (const char* v = std::getenv(name); v != nullptr) environment[name] = v;
+    for (const char* name : {"SPARK_JIT", "SPARK_CACHE_DIR", "SPARK_LOG_LEVEL", "SPARK_DUMP_DIR",
                              "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG"}) {
       if (const char* v = std::getenv(name); v != nullptr) environment[name] = v;
     }
@@ -329,37 +436,7 @@ int main(int argc, char** argv) {
     std::string cmd;
     for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
     doc["command_line"] = cmd;
-    doc["method"] = {
-        {"layers_min", o.layers},
-        {"layers_l2_multiple", kL2Multiple},
-        {"layers_note", "per row: max(layers_min, enough layers for >= l2_multiple x L2 of weights), capped by "
-                        "mem_budget_bytes; each layer has its own weights (slices of a [H, K+256, 512] pack)"},
-        {"replays", o.replays},
-        {"warmup", o.warmup},
-        {"alternated", true},
-        {"order", "ABBA: spark,staged then staged,spark"},
-        {"timer", "cudaEvent pair around each graph replay; the batch is queued behind a spin kernel"},
-        {"per_layer", "replay time / layers"},
-        {"statistic", "median over replays (min and max also given)"},
-        {"shared_buffers", "q, out and the staged scratch tensors are shared by all layers of a row"},
-        {"out_pitches", o.out_pitches},
-        {"out_layout", "out is a view of a [M, H, out_pitch] buffer (out_stride_h out_pitch, out_stride_m "
-                       "H * out_pitch) in both arms; the staged arm's last kernel writes it; only the 576 "
-                       "columns are compared, and spark's pad columns must keep the poison bytes"},
-        {"check", "spark vs staged outputs compared on the GPU for layer 0 before timing and for the last layer "
-                  "after it; bad = NaN, or > 1 ulp and (bf16) > 1e-4 apart"},
-        {"staged", "cublasGemmStridedBatchedEx (bf16, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) -> [H,M,512]; "
-                   "concat kernel -> [M,H,576] bf16; e4m3 out: quant kernel(s)"},
-        {"staged_quant", staged_quant},
-        {"staged_mxfp8", "servers dequantise MXFP8 weights to bf16 once at load: the staged arm of an mxfp8 row "
-                         "runs the bf16 bmm on those dequantised weights"},
-        {"staged_fp8_block", "likewise for block-FP8 weights, dequantised as RN_bf16(float(e4m3) * scale) with the "
-                             "fp32 product rounded to nearest; scales (1 + f) * 2^e, e in -8..-2"},
-        {"spark_pdl", o.pdl},
-        {"cublas_workspace_bytes", kCublasWorkspaceBytes},
-        {"mem_budget_bytes", env.budget_bytes},
-        {"q_scale", kQScale},
-        {"floor", "bytes (weights read + q_nope + q_pe + out's 576 columns, never the pad) / ceiling"}};
+    doc["method"] = method_json(o, staged_quant, staged_bmm, env.budget_bytes);
     doc["ceiling_tbps"] = ceiling.tbps;
     doc["ceiling"] = {{"copy_bytes", ceiling.copy_bytes},
                       {"counts", "bytes read + bytes written"},
@@ -370,7 +447,7 @@ int main(int argc, char** argv) {
       ordered_json rj = ordered_json::array();
       for (const Row& r : rows) rj.push_back(row_json(r, ceiling.tbps));
       doc["rows"] = rj;
-      doc["summary"] = summarize(rows, ceiling.tbps);
+      doc["summary"] = summarize(o.op, rows, ceiling.tbps);
       doc["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       write_json(path, doc);
     };
@@ -378,8 +455,8 @@ int main(int argc, char** argv) {
     table.header();
     try {
       for (const int h : o.heads) {
-        for (const int k : o.nopes) {
-          run_shape(o, env, h, k, table, rows);
+        for (const int d : o.dims) {
+          run_shape(o, env, Shape{o.op, h, d}, table, rows);
           save();  // a run cut short still leaves its rows behind
         }
       }
@@ -392,7 +469,7 @@ int main(int argc, char** argv) {
     doc["complete"] = !aborted;
     if (aborted) doc["error"] = abort_message;
     save();
-    print_summary(stdout, doc["summary"]);
+    print_summary(stdout, o.op, doc["summary"]);
     std::printf("clocks after: %s\n", clocks_text(doc["clocks"]["nvml_after"]).c_str());
     std::printf("wrote %s (%.0f s)\n", path.c_str(), doc["elapsed_s"].get<double>());
     const auto& s = doc["summary"];

@@ -12,11 +12,15 @@ namespace spark_bench {
 
 namespace {
 
-// A row's name; the pitch only where out's rows are padded (so contiguous rows read as before).
+// A row's name; the pitch (oproj: the pad) only where out's rows are padded (so contiguous rows
+// read as before).
 std::string label(const Row& r) {
-  std::string s = fmt::format("H={} K={} M={} w={} out={}", r.heads, r.nope, r.m, to_string(r.weights),
-                              to_string(r.out));
-  if (r.out_pitch != kOutCols) s += fmt::format(" pitch={}", r.out_pitch);
+  std::string s = fmt::format("H={} {}={} M={} w={} out={}", r.heads, dim_name(r.op), r.dim, r.m,
+                              to_string(r.weights), to_string(r.out));
+  if (r.out_pitch != r.contiguous_pitch()) {
+    s += r.op == Op::kQproj ? fmt::format(" pitch={}", r.out_pitch)
+                            : fmt::format(" pad={}", r.out_pitch - r.contiguous_pitch());
+  }
   return s;
 }
 
@@ -63,7 +67,7 @@ nlohmann::ordered_json target(nlohmann::ordered_json e, const char* what, const 
 
 // An FP8 row's BF16-weight twin has the same (H, K, M, out, pitch).
 using TwinKey = std::tuple<int, int, int, int, int>;
-TwinKey twin_key(const Row& r) { return {r.heads, r.nope, r.m, static_cast<int>(r.out), r.out_pitch}; }
+TwinKey twin_key(const Row& r) { return {r.heads, r.dim, r.m, static_cast<int>(r.out), r.out_pitch}; }
 
 // The largest spark_us(format) / spark_us(its BF16-weight twin) over the measured rows of
 // `format` that pass keep and have a measured twin.
@@ -81,29 +85,30 @@ nlohmann::ordered_json max_over_bf16(const std::vector<Row>& rows, WeightFormat 
 
 void Table::header() const {
   fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {:>9} {:>9} {:>6} | {:>8} {:>5} {:>7} | {}\n", "H",
-             "K", "M", "w", "out", "pitch", "L", "spark us", "staged us", "ratio", "floor us", "frac", "GB/s", "check");
+             dim_name(op_), "M", "w", "out", "pitch", "L", "spark us", "staged us", "ratio", "floor us", "frac", "GB/s",
+             "check");
   std::fflush(f_);
 }
 
 void Table::row(const Row& r, double ceiling_tbps) const {
   if (!r.ok()) {
-    fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {}: {}\n", r.heads, r.nope, r.m,
+    fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {}: {}\n", r.heads, r.dim, r.m,
                to_string(r.weights), to_string(r.out), r.out_pitch, r.layers, r.status, r.message);
   } else {
     fmt::print(f_,
                "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {:>9.2f} {:>9.2f} {:>6.3f} | {:>8.2f} {:>5.2f} {:>7.0f} | "
                "{}\n",
-               r.heads, r.nope, r.m, to_string(r.weights), to_string(r.out), r.out_pitch, r.layers, r.spark_us(),
+               r.heads, r.dim, r.m, to_string(r.weights), to_string(r.out), r.out_pitch, r.layers, r.spark_us(),
                r.staged_us(), r.ratio(), r.floor_us(ceiling_tbps), r.fraction(ceiling_tbps),
                r.achieved_bytes_per_s() / 1e9, check_text(r));
   }
   std::fflush(f_);
 }
 
-void Table::skipped_plan(int heads, int nope, WeightFormat w, OutDtype out, const std::string& status,
+void Table::skipped_plan(const Shape& s, WeightFormat w, OutDtype out, const std::string& status,
                          const std::string& message, size_t rows) const {
-  fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {} ({} rows): {}\n", heads, nope, "*", to_string(w),
-             to_string(out), "*", "-", status, rows, message);
+  fmt::print(f_, "{:>4} {:>4} {:>5} {:<9} {:<4} {:>5} {:>4} | {} ({} rows): {}\n", s.heads, s.dim, "*",
+             to_string(w), to_string(out), "*", "-", status, rows, message);
   std::fflush(f_);
 }
 
@@ -113,13 +118,16 @@ void Table::note(const std::string& line) const {
 }
 
 nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
-  nlohmann::ordered_json j = {{"H", r.heads},
-                      {"K", r.nope},
-                      {"M", r.m},
-                      {"weights", to_string(r.weights)},
-                      {"out", to_string(r.out)},
-                      {"out_pitch", r.out_pitch},
-                      {"status", r.status}};
+  nlohmann::ordered_json j;
+  if (r.op == Op::kOproj) j["op"] = op_name(r.op);
+  j["H"] = r.heads;
+  j[dim_name(r.op)] = r.dim;
+  j["M"] = r.m;
+  j["weights"] = to_string(r.weights);
+  j["out"] = to_string(r.out);
+  j["out_pitch"] = r.out_pitch;
+  if (r.op == Op::kOproj) j["out_pad"] = r.out_pitch - r.contiguous_pitch();
+  j["status"] = r.status;
   if (!r.message.empty()) j["message"] = r.message;
   if (is_fp8(r.weights))
     j["staged_weights"] = fmt::format("bf16, dequantised from the {} weights at load",
@@ -134,6 +142,7 @@ nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
   j["staged_us"] = rounded(r.staged_us(), 4);
   j["staged_us_min"] = rounded(r.staged.min(), 4);
   j["staged_us_max"] = rounded(r.staged.max(), 4);
+  if (!r.staged_bmm.empty()) j["staged_bmm"] = r.staged_bmm;  // which staged baseline the ratio is against
   j["ratio"] = rounded(r.ratio(), 5);
   j["achieved_bytes_per_s"] = std::round(r.achieved_bytes_per_s());
   j["fraction_of_ceiling"] = rounded(r.fraction(ceiling_tbps), 5);
@@ -151,7 +160,10 @@ nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
   return j;
 }
 
-nlohmann::ordered_json summarize(const std::vector<Row>& rows, double ceiling_tbps) {
+namespace {
+
+// The query projection's targets (docs/benchmarks.md).
+void qproj_targets(const std::vector<Row>& rows, double ceiling_tbps, nlohmann::ordered_json& s) {
   auto decode = [](const Row& r) {
     return (r.heads == 8 || r.heads == 11 || r.heads == 16) && r.m <= 32 && r.weights == WeightFormat::kBf16;
   };
@@ -160,7 +172,6 @@ nlohmann::ordered_json summarize(const std::vector<Row>& rows, double ceiling_tb
   auto over_floor = [&](const Row& r) { return r.spark_us() / r.floor_us(ceiling_tbps); };
   auto bf16_w = [](const Row& r) { return r.weights == WeightFormat::kBf16; };
   auto aligned = [](const Row& r) { return sector_aligned_pitch(r.out_pitch, r.out); };
-  nlohmann::ordered_json s;
 
   s["decode_max_ratio_bf16_out"] = target(
       extreme(rows, [&](const Row& r) { return decode(r) && r.out == OutDtype::kBf16; }, ratio, true),
@@ -217,7 +228,48 @@ nlohmann::ordered_json summarize(const std::vector<Row>& rows, double ceiling_tb
     fp8[std::string(to_string(f))] = e;
   }
   s["fp8_weights"] = fp8;
+}
 
+// The value up-projection's targets (docs/benchmarks.md).
+void oproj_targets(const std::vector<Row>& rows, double ceiling_tbps, nlohmann::ordered_json& s) {
+  auto bf16_w = [](const Row& r) { return r.weights == WeightFormat::kBf16; };
+  auto decode = [&](const Row& r) { return r.heads <= 16 && r.m <= 32 && bf16_w(r); };
+  auto ratio = [](const Row& r) { return r.ratio(); };
+  auto fraction = [&](const Row& r) { return r.fraction(ceiling_tbps); };
+  auto over_floor = [&](const Row& r) { return r.spark_us() / r.floor_us(ceiling_tbps); };
+  auto large_m = [&](const Row& r) { return r.heads >= 32 && r.m >= 256 && bf16_w(r); };
+  for (const OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3}) {
+    const std::string o(to_string(out));
+    s["decode_max_ratio_" + o + "_out"] =
+        target(extreme(rows, [&](const Row& r) { return decode(r) && r.out == out; }, ratio, true),
+               "H <= 16, M <= 32, bf16 weights: max spark/staged", "target_max", 0.5);
+  }
+  s["h128_decode_max_time_over_floor"] = target(
+      extreme(rows, [&](const Row& r) { return r.heads == 128 && r.m <= 32 && bf16_w(r); }, over_floor, true),
+      "H = 128, M <= 32, bf16 weights: max spark_us / floor_us", "target_max", 1.3);
+  for (const OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3}) {
+    const std::string o(to_string(out));
+    s["large_m_min_fraction_" + o + "_out"] =
+        target(extreme(rows, [&](const Row& r) { return large_m(r) && r.out == out; }, fraction, false),
+               "H >= 32, M >= 256, bf16 weights, any pad: min fraction of the copy ceiling", "target_min", 0.80);
+  }
+  nlohmann::ordered_json fp8 = nlohmann::ordered_json::object();
+  for (const WeightFormat f : spark::kWeightFormats) {
+    if (!is_fp8(f)) continue;
+    nlohmann::ordered_json e;
+    auto h128_m16 = [f](const Row& r) { return r.weights == f && r.heads == 128 && r.m <= 16; };
+    e["h128_m16_max_time_over_floor"] = target(extreme(rows, h128_m16, over_floor, true),
+                                               "H = 128, M <= 16: max spark_us / its own floor_us", "target_max", 1.3);
+    e["h128_m16_max_time_over_bf16"] =
+        target(max_over_bf16(rows, f, [](const Row& r) { return r.heads == 128 && r.m <= 16; }),
+               "H = 128, M <= 16: max spark_us(fp8) / spark_us(bf16)");
+    fp8[std::string(to_string(f))] = e;
+  }
+  s["fp8_weights"] = fp8;
+}
+
+// The rows spark is slower on, and the counts of every kind of row.
+void row_counts(const std::vector<Row>& rows, nlohmann::ordered_json& s) {
   nlohmann::ordered_json slower = nlohmann::ordered_json::array();
   size_t measured = 0, unsupported = 0, errors = 0, warnings = 0, starved = 0;
   for (const Row& r : rows) {
@@ -235,10 +287,22 @@ nlohmann::ordered_json summarize(const std::vector<Row>& rows, double ceiling_tb
   s["rows_error"] = errors;
   s["rows_check_warnings"] = warnings;
   s["rows_host_starved"] = starved;
+}
+
+}  // namespace
+
+nlohmann::ordered_json summarize(Op op, const std::vector<Row>& rows, double ceiling_tbps) {
+  nlohmann::ordered_json s;
+  if (op == Op::kQproj) {
+    qproj_targets(rows, ceiling_tbps, s);
+  } else {
+    oproj_targets(rows, ceiling_tbps, s);
+  }
+  row_counts(rows, s);
   return s;
 }
 
-void print_summary(std::FILE* f, const nlohmann::ordered_json& s) {
+void print_summary(std::FILE* f, Op op, const nlohmann::ordered_json& s) {
   auto line = [&](const std::string& title, const nlohmann::ordered_json& e) {
     if (e["value"].is_null()) {
       fmt::print(f, "  {:<46} n/a (no measured rows)\n", title);
@@ -251,19 +315,31 @@ void print_summary(std::FILE* f, const nlohmann::ordered_json& s) {
                e["at"].get<std::string>(), e["rows"].get<size_t>());
   };
   fmt::print(f, "\nsummary (targets from docs/benchmarks.md)\n");
-  line("decode max ratio vs staged, bf16 out", s["decode_max_ratio_bf16_out"]);
-  line("decode max ratio vs staged, e4m3 out", s["decode_max_ratio_e4m3_out"]);
-  line("H=128 M<=32 max spark_us / floor_us", s["h128_small_m_max_time_over_floor"]);
-  line("H>=64 M>=64 bf16 w: min fraction of ceiling", s["bandwidth_min_fraction_of_ceiling"]);
-  line("H>=32 M>=256 bf16 w, bf16 out, aligned pitch", s["large_m_min_fraction_bf16_out_aligned"]);
-  line("H>=32 M>=256 bf16 w, bf16 out, pitch 584 etc.", s["large_m_min_fraction_bf16_out_unaligned"]);
-  line("H>=32 M>=256 bf16 w, e4m3 out", s["large_m_min_fraction_e4m3_out"]);
-  for (const auto& [name, e] : s["fp8_weights"].items()) {
-    line(name + ": H=128 M<=16 time / bf16 time", e["h128_m16_max_time_over_bf16"]);
-    line(name + ": H=128 M<=16 time / own floor", e["h128_m16_max_time_over_floor"]);
-    line(name + ": H>=64 M<=64 time / bf16 time", e["h64_m64_max_time_over_bf16"]);
-    line(name + ": H<32 M<=16 time / bf16 time", e["decode_max_time_over_bf16"]);
-    line(name + ": M>=256 time / bf16 time", e["large_m_max_time_over_bf16"]);
+  if (op == Op::kOproj) {
+    line("H<=16 M<=32 max ratio vs staged, bf16 out", s["decode_max_ratio_bf16_out"]);
+    line("H<=16 M<=32 max ratio vs staged, e4m3 out", s["decode_max_ratio_e4m3_out"]);
+    line("H=128 M<=32 max spark_us / floor_us", s["h128_decode_max_time_over_floor"]);
+    line("H>=32 M>=256 bf16 w, bf16 out: min fraction", s["large_m_min_fraction_bf16_out"]);
+    line("H>=32 M>=256 bf16 w, e4m3 out: min fraction", s["large_m_min_fraction_e4m3_out"]);
+    for (const auto& [name, e] : s["fp8_weights"].items()) {
+      line(name + ": H=128 M<=16 time / own floor", e["h128_m16_max_time_over_floor"]);
+      line(name + ": H=128 M<=16 time / bf16 time", e["h128_m16_max_time_over_bf16"]);
+    }
+  } else {
+    line("decode max ratio vs staged, bf16 out", s["decode_max_ratio_bf16_out"]);
+    line("decode max ratio vs staged, e4m3 out", s["decode_max_ratio_e4m3_out"]);
+    line("H=128 M<=32 max spark_us / floor_us", s["h128_small_m_max_time_over_floor"]);
+    line("H>=64 M>=64 bf16 w: min fraction of ceiling", s["bandwidth_min_fraction_of_ceiling"]);
+    line("H>=32 M>=256 bf16 w, bf16 out, aligned pitch", s["large_m_min_fraction_bf16_out_aligned"]);
+    line("H>=32 M>=256 bf16 w, bf16 out, pitch 584 etc.", s["large_m_min_fraction_bf16_out_unaligned"]);
+    line("H>=32 M>=256 bf16 w, e4m3 out", s["large_m_min_fraction_e4m3_out"]);
+    for (const auto& [name, e] : s["fp8_weights"].items()) {
+      line(name + ": H=128 M<=16 time / bf16 time", e["h128_m16_max_time_over_bf16"]);
+      line(name + ": H=128 M<=16 time / own floor", e["h128_m16_max_time_over_floor"]);
+      line(name + ": H>=64 M<=64 time / bf16 time", e["h64_m64_max_time_over_bf16"]);
+      line(name + ": H<32 M<=16 time / bf16 time", e["decode_max_time_over_bf16"]);
+      line(name + ": M>=256 time / bf16 time", e["large_m_max_time_over_bf16"]);
+    }
   }
   const auto& slower = s["rows_spark_slower_than_staged"];
   fmt::print(f, "  {:<46} {:>8}\n", "rows where spark is slower than staged", slower["count"].get<size_t>());

@@ -3,17 +3,21 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "tools/spark-bench/device_ops.h"
 
 namespace spark_bench {
 
-namespace {
+const char* op_name(Op op) { return op == Op::kQproj ? "qproj" : "oproj"; }
+const char* dim_name(Op op) { return op == Op::kQproj ? "K" : "V"; }
 
-size_t out_elems(int heads, int m, int pitch = kOutCols) { return static_cast<size_t>(m) * heads * pitch; }
+size_t Shape::in_elems(int m) const {
+  return static_cast<size_t>(m) * heads * (op == Op::kQproj ? dim + kRope : kLatent);
+}
 
-}  // namespace
+size_t Shape::bmm_elems(int m) const {
+  return static_cast<size_t>(heads) * m * (op == Op::kQproj ? kLatent : dim);
+}
 
 std::string out_pitch_problem(int pitch) {
   if (pitch >= kOutCols && pitch % kOutPitchMultiple == 0) return "";
@@ -23,63 +27,71 @@ std::string out_pitch_problem(int pitch) {
                      pitch, kOutCols, kOutPitchMultiple);
 }
 
+std::string out_pad_problem(int pad) {
+  if (pad >= 0 && pad % kOutPitchMultiple == 0) return "";
+  return fmt::format("{} is not an output row pad: it must be >= 0 and a multiple of {} elements (out_stride_m "
+                     "= H*V + pad; spark's rule for out strides)",
+                     pad, kOutPitchMultiple);
+}
+
 bool sector_aligned_pitch(int pitch, OutDtype out) {
   constexpr int kSectorBytes = 32;
   return (pitch * (out == OutDtype::kBf16 ? 2 : 1)) % kSectorBytes == 0;
 }
 
-int64_t block_rows_read(int heads, int nope) {
+int64_t block_rows_read(const PackLayout& pack) {
   int64_t count = 0, last = -1;  // the heads' row ranges ascend, so a shared block is the last one
-  for (int h = 0; h < heads; ++h) {
-    const int64_t first_row = static_cast<int64_t>(h) * (nope + kPackExtraRows);
+  for (int h = 0; h < pack.heads; ++h) {
+    const int64_t first_row = static_cast<int64_t>(h) * pack.rows_per_head + pack.first_row;
     const int64_t first = std::max(first_row / kBlock, last + 1);
-    const int64_t end = (first_row + nope - 1) / kBlock;
+    const int64_t end = (first_row + pack.used_rows - 1) / kBlock;
     if (end >= first) count += end - first + 1;
     last = std::max(last, end);
   }
   return count;
 }
 
-size_t weight_bytes_read(int heads, int nope, WeightFormat w) {
-  const size_t hk = static_cast<size_t>(heads) * nope;
+size_t weight_bytes_read(const PackLayout& pack, WeightFormat w) {
+  const size_t hk = static_cast<size_t>(pack.heads) * pack.used_rows;
   switch (w) {
     case WeightFormat::kBf16: return hk * kLatent * 2;
     case WeightFormat::kMxfp8: return hk * kLatent + hk * kScalesPerRow;
     case WeightFormat::kFp8Block128:
-      return hk * kLatent + static_cast<size_t>(block_rows_read(heads, nope)) * kBlockScaleCols * sizeof(float);
+      return hk * kLatent + static_cast<size_t>(block_rows_read(pack)) * kBlockScaleCols * sizeof(float);
   }
   return 0;
 }
 
-double floor_bytes(int heads, int nope, int m, WeightFormat w, OutDtype out) {
-  const double mh = static_cast<double>(m) * heads;
-  return static_cast<double>(weight_bytes_read(heads, nope, w)) + mh * nope * 2 + mh * kRope * 2 +
-         mh * kOutCols * (out == OutDtype::kBf16 ? 2 : 1);
+double floor_bytes(const Shape& s, int m, WeightFormat w, OutDtype out) {
+  const double out_bytes = static_cast<double>(s.out_rows(m)) * s.out_cols() * (out == OutDtype::kBf16 ? 2 : 1);
+  if (s.op == Op::kOproj)
+    return static_cast<double>(weight_bytes_read(s.pack(), w)) + static_cast<double>(s.in_elems(m)) * 2 + out_bytes;
+  const double mh = static_cast<double>(m) * s.heads;
+  return static_cast<double>(weight_bytes_read(s.pack(), w)) + mh * s.dim * 2 + mh * kRope * 2 + out_bytes;
 }
 
-size_t activation_bytes(int heads, int nope, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant) {
-  const size_t out = out_elems(heads, max_m, max_pitch);
-  size_t b = static_cast<size_t>(max_m) * heads * (nope + kRope) * 2;  // q
-  b += out * 2;                                                         // spark out (bf16-sized)
-  b += out * 2;                                                         // staged bf16 out / concat
-  b += static_cast<size_t>(heads) * max_m * kLatent * 2;                // bmm out
+size_t activation_bytes(const Shape& s, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant) {
+  const size_t out = s.out_rows(max_m) * static_cast<size_t>(max_pitch);
+  size_t b = s.in_elems(max_m) * 2;  // q or o
+  b += out * 2;                      // spark out (bf16-sized)
+  b += out * 2;                      // staged bf16 out / concat / transpose
+  b += s.bmm_elems(max_m) * 2;       // bmm out
   if (any_e4m3) {
-    b += out;                                                           // staged e4m3 out
-    if (quant == StagedQuant::kEager) b += 2 * out_elems(heads, max_m) * 4;  // fp32 scratch
+    b += out;  // staged e4m3 out
+    if (quant == StagedQuant::kEager) b += 2 * s.out_rows(max_m) * static_cast<size_t>(s.out_cols()) * 4;  // fp32
   }
   return b;
 }
 
-LayerPlan plan_layers(int heads, int nope, WeightFormat format, size_t fixed_bytes, int requested,
+LayerPlan plan_layers(const PackLayout& pack, WeightFormat format, size_t fixed_bytes, int requested,
                       size_t l2_bytes, size_t budget_bytes) {
-  const PackLayout pack{heads, nope};
   LayerPlan p;
   p.requested = requested;
   p.fixed_bytes = fixed_bytes;
   p.bytes_per_layer = pack.bf16_bytes();
   if (is_fp8(format)) p.bytes_per_layer += pack.e4m3_bytes() + pack.scale_bytes(format);
   // Both arms of a row use the same L; the smaller per-layer read (spark's FP8) decides.
-  const size_t read = weight_bytes_read(heads, nope, format);
+  const size_t read = weight_bytes_read(pack, format);
   const size_t want_bytes = static_cast<size_t>(kL2Multiple) * l2_bytes;
   const int l2_layers = static_cast<int>((want_bytes + read - 1) / read);
   const int want = std::max(requested, l2_layers);
@@ -90,26 +102,27 @@ LayerPlan plan_layers(int heads, int nope, WeightFormat format, size_t fixed_byt
   return p;
 }
 
-Activations::Activations(int heads, int nope, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant,
+Activations::Activations(const Shape& shape, int max_m, int max_pitch, bool any_e4m3, StagedQuant quant,
                          uint64_t seed, cudaStream_t stream)
-    : heads_(heads), nope_(nope), max_pitch_(max_pitch) {
-  const size_t out = out_elems(heads, max_m, max_pitch);
-  const size_t q_elems = static_cast<size_t>(max_m) * heads * (nope + kRope);
-  q_.alloc(q_elems * 2);
+    : shape_(shape), max_pitch_(max_pitch) {
+  const size_t out = shape.out_rows(max_m) * static_cast<size_t>(max_pitch);
+  const size_t contiguous_out = shape.out_rows(max_m) * static_cast<size_t>(shape.out_cols());
+  const size_t in_elems = shape.in_elems(max_m);
+  in_.alloc(in_elems * 2);
   spark_out_.alloc(out * 2);
-  staged_cat_.alloc(out * 2);
-  bmm_out_.alloc(static_cast<size_t>(heads) * max_m * kLatent * 2);
+  staged_bf16_.alloc(out * 2);
+  bmm_out_.alloc(shape.bmm_elems(max_m) * 2);
   if (any_e4m3) {
     staged_e4m3_.alloc(out);
     if (quant == StagedQuant::kEager) {
-      f32_a_.alloc(out_elems(heads, max_m) * 4);
-      f32_b_.alloc(out_elems(heads, max_m) * 4);
+      f32_a_.alloc(contiguous_out * 4);
+      f32_b_.alloc(contiguous_out * 4);
     }
   }
-  q_scale_.alloc(sizeof(float));
-  fill_bf16_random(q_.as<uint16_t>(), q_elems, seed, 1.0f, stream);
+  out_scale_.alloc(sizeof(float));
+  fill_bf16_random(in_.as<uint16_t>(), in_elems, seed, 1.0f, stream);
   const float scale = kQScale;
-  BENCH_CUDA(cudaMemcpyAsync(q_scale_.get(), &scale, sizeof scale, cudaMemcpyHostToDevice, stream));
+  BENCH_CUDA(cudaMemcpyAsync(out_scale_.get(), &scale, sizeof scale, cudaMemcpyHostToDevice, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
 }
 
@@ -146,67 +159,6 @@ const uint8_t* LayerWeights::e4m3(int layer) const {
 const void* LayerWeights::scales(int layer) const {
   return scales_.get() == nullptr ? nullptr
                                   : scales_.as<uint8_t>() + static_cast<size_t>(layer) * pack_.scale_bytes(format_);
-}
-
-CallPointers call_pointers(const LayerWeights& w, const Activations& act, int layer) {
-  CallPointers p;
-  p.q = act.q();
-  if (w.format() == WeightFormat::kBf16) {
-    p.w = w.bf16(layer);
-  } else {
-    p.w = w.e4m3(layer);
-    p.w_scale = w.scales(layer);
-  }
-  p.out = act.spark_out();
-  p.q_scale = act.q_scale();
-  return p;
-}
-
-spark_mla_qproj_args spark_args(const PackLayout& pack, WeightFormat format, const CallPointers& p, int m,
-                                OutDtype out, int pitch) {
-  spark_mla_qproj_args a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.m = m;
-  const int64_t q_stride_h = pack.nope + kRope;
-  const int64_t q_stride_m = static_cast<int64_t>(pack.heads) * (pack.nope + kRope);
-  a.q_nope = p.q;
-  a.q_nope_stride_h = q_stride_h;
-  a.q_nope_stride_m = q_stride_m;
-  a.q_pe = p.q + pack.nope;
-  a.q_pe_stride_m = q_stride_m;
-  a.q_pe_stride_h = q_stride_h;
-  a.w = p.w;
-  a.w_stride_h = pack.w_stride_h();
-  a.w_stride_k = PackLayout::w_stride_k();
-  a.w_scale_stride_h = pack.scale_stride_h(format);
-  a.w_scale_stride_k = PackLayout::scale_stride_k(format);
-  a.w_scale = format == WeightFormat::kBf16 ? nullptr : p.w_scale;
-  a.out = p.out;
-  a.out_stride_h = pitch;
-  a.out_stride_m = static_cast<int64_t>(pack.heads) * pitch;
-  a.q_scale = out == OutDtype::kE4m3 ? p.q_scale : nullptr;
-  return a;
-}
-
-StagedTensors staged_tensors(const PackLayout& pack, const LayerWeights& w, const Activations& act, int layer, int m,
-                             int pitch) {
-  StagedTensors t;
-  t.heads = pack.heads;
-  t.nope = pack.nope;
-  t.m = m;
-  t.out_pitch = pitch;
-  t.q = act.q();
-  t.w = w.bf16(layer);
-  t.w_stride_h = pack.w_stride_h();
-  t.w_stride_k = PackLayout::w_stride_k();
-  t.bmm_out = act.bmm_out();
-  t.cat_out = act.staged_cat();
-  t.out_e4m3 = act.staged_e4m3();
-  t.f32_a = act.f32_a();
-  t.f32_b = act.f32_b();
-  t.q_scale = act.q_scale();
-  return t;
 }
 
 }  // namespace spark_bench

@@ -60,8 +60,28 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
   CHECK(a.source == oproj::render(Key::parse(k.name())).source);
   CHECK(a.source.rfind("// spark kernel " + k.name() + "\n", 0) == 0);
   CHECK(a.source.find("#include \"mla_oproj.cuh\"") != std::string::npos);
+  // The stationary schedule: sm_90a past decode only, a source of its own (so its cache
+  // entries never mix with the tiled ones).
+  using oproj::Schedule;
+  const oproj::RenderedSource wg = oproj::render(key(8, 256, regimes.back()), Schedule::kStationary);
+  CHECK(wg.tile.stationary);
+  CHECK(wg.source.find("#include \"mla_oproj_wg.cuh\"") != std::string::npos);
+  CHECK(wg.source != oproj::render(key(8, 256, regimes.back()), Schedule::kTiled).source);
+  CHECK(wg.threads == 128);
+  CHECK(wg.smem_bytes == wg.tile.smem_bytes(OutDtype::kBf16));
+  CHECK(wg.smem_bytes <= arch_info("sm_90a").max_smem_per_block);
+  CHECK_FALSE(oproj::render(key(8, 256, regimes.front()), Schedule::kStationary).tile.stationary);
+  CHECK_FALSE(oproj::tile_for(key(8, 256, regimes.back(), WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"),
+                              Schedule::kStationary)
+                  .stationary);
+  CHECK(oproj::parse_schedule("tiled") == Schedule::kTiled);
+  CHECK(oproj::parse_schedule("stationary") == Schedule::kStationary);
+  for (const char* bad : {"", "Stationary", "wg", "tiled "}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(oproj::parse_schedule(bad), doctest::Contains("SPARK_OPROJ_SCHEDULE"), Error);
+  }
   CHECK(a.threads == a.tile.threads());
-  CHECK(a.smem_bytes == a.tile.smem_bytes());
+  CHECK(a.smem_bytes == a.tile.smem_bytes(k.out));
   CHECK(oproj::render(key(8, 256, regimes.back(), WeightFormat::kMxfp8, OutDtype::kE4m3)).source != a.source);
   CHECK(oproj::render(key(8, 128, regimes.front(), WeightFormat::kMxfp8, OutDtype::kE4m3)).source != a.source);
 
@@ -75,39 +95,136 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
 
 TEST_CASE("NVRTC compiles every oproj kernel shape on every arch, without spills") {
   // Each distinct (arch, tile, V, weights, output): the tile depends on heads (narrow or
-  // wide CTAs) and the regime.
-  std::vector<Key> keys;
+  // wide CTAs), the regime and the schedule.
+  struct Job {
+    Key key;
+    oproj::Schedule schedule;
+  };
+  std::vector<Job> keys;
   std::vector<std::string> seen;
   for (const ArchInfo& a : supported_archs())
     for (int heads : {8, 128})
       for (int v : {128, 256})
         for (WeightFormat w : kWeightFormats)
           for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3})
-            for (const MRegime& r : oproj::regimes()) {
-              // Every arch compiles bf16 in and out; the conversions' two paths (sm_80's
-              // software e4m3, sm_89+'s instructions) on sm_80, sm_90a and sm_120a.
-              const bool converting = w != WeightFormat::kBf16 || out != OutDtype::kBf16;
-              if (converting && a.name != "sm_80" && a.name != "sm_90a" && a.name != "sm_120a") continue;
-              const Key k = key(heads, v, r, w, out, std::string(a.name).c_str());
-              const oproj::Tile t = oproj::tile_for(k);
-              const std::string id = std::string(a.name) + t.describe() + std::to_string(v) +
-                                     std::string(to_string(w)) + std::string(to_string(out));
-              if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
-              seen.push_back(id);
-              keys.push_back(k);
-            }
+            for (const MRegime& r : oproj::regimes())
+              for (const oproj::Schedule schedule : {oproj::Schedule::kTiled, oproj::Schedule::kStationary}) {
+                // Every arch compiles bf16 in and out; the conversions' two paths (sm_80's
+                // software e4m3, sm_89+'s instructions) on sm_80, sm_90a and sm_120a.
+                const bool converting = w != WeightFormat::kBf16 || out != OutDtype::kBf16;
+                if (converting && a.name != "sm_80" && a.name != "sm_90a" && a.name != "sm_120a") continue;
+                const Key k = key(heads, v, r, w, out, std::string(a.name).c_str());
+                const oproj::Tile t = oproj::tile_for(k, schedule);
+                const std::string id = std::string(a.name) + t.describe() + std::to_string(v) +
+                                       std::string(to_string(w)) + std::string(to_string(out));
+                if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+                seen.push_back(id);
+                keys.push_back({k, schedule});
+              }
   MESSAGE(keys.size() << " distinct oproj kernels");
   const size_t width = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);
   for (size_t first = 0; first < keys.size(); first += width) {
     std::vector<std::future<CompiledKernel>> jobs;
     for (size_t i = first; i < std::min(keys.size(), first + width); ++i)
-      jobs.push_back(std::async(std::launch::async, [k = keys[i]] { return compile(oproj::render(k)); }));
+      jobs.push_back(
+          std::async(std::launch::async, [j = keys[i]] { return compile(oproj::render(j.key, j.schedule)); }));
     for (size_t i = 0; i < jobs.size(); ++i) {
-      CAPTURE(keys[first + i].name());
+      const Key& k = keys[first + i].key;
+      CAPTURE(k.name());
       const CompiledKernel c = jobs[i].get();
       CHECK(is_elf(c.cubin));
-      CHECK(cubin_problem(c.cubin, keys[first + i].arch, oproj::kKernelEntryName) == "");
+      CHECK(cubin_problem(c.cubin, k.arch, oproj::kKernelEntryName) == "");
       CHECK(c.resources.registers > 0);
+      CHECK(c.resources.spill_bytes == 0);
+    }
+  }
+}
+
+TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
+  using oproj::Tiling;
+  const Tiling tiling(oproj::parse_tile_override("1-8:32x16x1,9-64:64x4x2,65-8192:wg:8"));
+  const std::vector<MRegime> regimes = oproj::regimes(tiling);
+  REQUIRE(regimes.size() == 3);
+  CHECK((regimes[0] == MRegime{1, 8} && regimes[1] == MRegime{9, 64} && regimes[2] == MRegime{65, 8192}));
+  CHECK(oproj::regimes_up_to(9, tiling).size() == 2);
+  const oproj::Tile a = oproj::tile_for(key(8, 128, regimes[0]), tiling);
+  CHECK((!a.stationary && a.bn == 32 && a.ksplit == 16 && a.tm == 1 && a.threads() == 512));
+  const oproj::Tile b = oproj::tile_for(key(128, 256, regimes[1]), tiling);
+  CHECK((!b.stationary && b.bn == 64 && b.ksplit == 4 && b.tm == 2 && b.bm() == 32));
+  const oproj::Tile c = oproj::tile_for(key(8, 128, regimes[2]), tiling);
+  CHECK((c.stationary && c.stages == 8 && c.bn == 128));
+  // wg needs sm_90a: elsewhere the regime takes the built-in tiled tile for its M range.
+  const oproj::Tile d = oproj::tile_for(key(8, 128, regimes[2], WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"), tiling);
+  CHECK((!d.stationary && d.bn == 32 && d.ksplit == 8 && d.tm == 2));
+
+  // Rendered: the override's tile in the source; a regime of another table is refused.
+  const oproj::RenderedSource r = oproj::render(key(8, 128, regimes[0]), tiling);
+  CHECK(r.source.find("BN = 32, KSPLIT = 16, TM = 1") != std::string::npos);
+  CHECK(r.threads == 512);
+  CHECK(oproj::render(key(8, 128, regimes[2]), tiling).source.find("kStages = 8") != std::string::npos);
+  CHECK_THROWS_WITH_AS(oproj::render(key(8, 128, {1, 16}), tiling), doctest::Contains("regimes"), Error);
+
+  // Every rule, named: the variable, the item and what it breaks.
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "item 1"},
+      {"1-8192:32x8x1,", "item 2 of '1-8192:32x8x1,' is empty"},
+      {"1-8192:32x8x1,9-16:32x8x1", "comes after the regime that ends at M = 8192"},
+      {"2-8192:32x8x1", "must start at M = 1"},
+      {"1-16:32x8x1", "must end at M = 8192"},
+      {"1-16:32x8x1,18-8192:64x4x2", "must start at M = 17"},
+      {"1-0:32x8x1", "outside 1..8192"},
+      {"1-8193:32x8x1", "outside 1..8192"},
+      {"1-8192:48x8x1", "BN must be 32, 64 or 128"},
+      {"1-8192:32x2x1", "KSPLIT must be 4, 8 or 16"},
+      {"1-8192:32x12x1", "KSPLIT must be 4, 8 or 16"},
+      {"1-8192:32x8x5", "TM is 5, outside 1..4"},
+      {"1-8192:128x8x1", "needs 1024 threads (BN / 32 x KSPLIT warps), more than 512"},
+      {"1-8192:128x4x2", "16 / KSPLIT + TM must be at most 5"},
+      {"1-8192:64x8x4", "too few for 2 L chunks of weights and 4 M tiles"},
+      {"1-8192:wg:2", "STAGES is 2, outside 3..10"},
+      {"1-8192:wg:11", "STAGES is 11"},
+      {"1-8192:wg", "expected BN at 'wg'"},
+      {"1-8192:32x8", "expected 'x' at its end"},
+      {"1-8192:32x8x1x1", "expected the end of the item"},
+      {"1-8192:+32x8x1", "expected BN"},
+      {"1-8192:32x8x99999999999", "TM is 99999999999, outside 1..4"},
+      {"1-8192:ws:64x128", "expected BN"},
+  };
+  for (const auto& [text, rule] : bad) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(oproj::parse_tile_override(text), doctest::Contains("SPARK_OPROJ_TILES"), Error);
+    CHECK_THROWS_WITH_AS(oproj::parse_tile_override(text), doctest::Contains(rule), Error);
+  }
+}
+
+TEST_CASE("NVRTC compiles every tile the override admits on sm_90a, without spills") {
+  // Every BN x KSPLIT x TM that parse_tile_override admits, with bf16 and FP8 weights and each
+  // output; V = 256 so that BN = 128 spans two column blocks.
+  std::vector<oproj::RenderedSource> sources;
+  for (int bn : {32, 64, 128})
+    for (int ksplit : {4, 8, 16})
+      for (int tm = 1; tm <= 4; ++tm) {
+        oproj::Tiling tiling;
+        try {
+          tiling = oproj::Tiling(oproj::parse_tile_override(fmt::format("1-8192:{}x{}x{}", bn, ksplit, tm)));
+        } catch (const Error&) {
+          continue;  // a tile the override refuses (too many threads, or registers at 512)
+        }
+        for (const auto& [w, out] : {std::pair{WeightFormat::kBf16, OutDtype::kBf16},
+                                     std::pair{WeightFormat::kMxfp8, OutDtype::kE4m3}})
+          sources.push_back(oproj::render(key(8, 256, {1, 8192}, w, out), tiling));
+      }
+  CHECK(sources.size() == 2 * 20);  // 24 tiles within 512 threads, 4 of them refused at 512
+  const size_t width = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);
+  for (size_t first = 0; first < sources.size(); first += width) {
+    std::vector<std::future<CompiledKernel>> jobs;
+    for (size_t i = first; i < std::min(sources.size(), first + width); ++i)
+      jobs.push_back(std::async(std::launch::async, [&s = sources[i]] { return compile(s); }));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      CAPTURE(sources[first + i].summary);
+      CAPTURE(sources[first + i].key);
+      const CompiledKernel c = jobs[i].get();
+      CHECK(cubin_problem(c.cubin, "sm_90a", oproj::kKernelEntryName) == "");
       CHECK(c.resources.spill_bytes == 0);
     }
   }

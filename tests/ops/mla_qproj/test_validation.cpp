@@ -3,7 +3,7 @@
 // spark_mla_qproj_can_implement is a pure host check that never dereferences the
 // tensor pointers, so every case below uses fake (but well-aligned, non-overlapping)
 // device addresses.  One mutation of a valid baseline at a time, each case asserts the
-// exact status and that spark_last_error() names the argument (SPEC §1 and §4).
+// exact status and that spark_last_error() names the argument (spark.h's rules and docs/c-api.md).
 // The tests pass on a machine with or without a GPU.
 
 #include <doctest/doctest.h>

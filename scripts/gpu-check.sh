@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Every GPU test, on the GPU machine, from one build folder (BUILD_DIR, default build; a folder
+# packed by scripts/device-bundle.sh works the same):
+#
+#   scripts/gpu-check.sh [SUITE...]      SUITE: a name of the list printed by --list (default: all)
+#
+# The query projection's suites (bf16, MXFP8 and block-FP8 weights), the value up-projection's
+# on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary, the cache statistics
+# test, and the Python package's GPU tests (the torch ops, loading BUILD_DIR's libspark.so
+# through SPARK_LIBRARY; they need torch and pytest).  Each suite's output goes to LOG_DIR
+# (default BUILD_DIR/gpu-check/), one line per suite here.  A suite that skips counts as
+# failed: this script is run where there is a GPU, so a skip means it was not found.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+logs=${LOG_DIR:-$build/gpu-check}
+py=${PYTHON:-python3}
+
+# name : test binary (or "pytest") : SPARK_OPROJ_SCHEDULE (- for unset)
+suites=(
+  "qproj:test_gpu_mla_qproj:-"
+  "qproj-mxfp8:test_gpu_mla_qproj_mxfp8:-"
+  "qproj-fp8-block:test_gpu_mla_qproj_fp8_block:-"
+  "oproj:test_gpu_mla_oproj:-"
+  "oproj-stationary:test_gpu_mla_oproj:stationary"
+  "cache-stats:test_gpu_cache_stats:-"
+  "python:pytest:-"
+)
+
+if [ "${1:-}" = --list ]; then
+  for entry in "${suites[@]}"; do echo "${entry%%:*}"; done
+  exit 0
+fi
+for want in "$@"; do
+  found=0
+  for entry in "${suites[@]}"; do [ "${entry%%:*}" = "$want" ] && found=1; done
+  [ $found = 1 ] || { echo "gpu-check: SUITE '$want' is not one of: $("$0" --list | tr '\n' ' ')" >&2; exit 2; }
+done
+mkdir -p "$logs"
+library=$(cd "$build" && pwd)/libspark.so.0
+
+failed=0
+printf '%-18s %5s %7s  %s\n' suite exit seconds summary
+for entry in "${suites[@]}"; do
+  IFS=: read -r name binary schedule <<<"$entry"
+  if [ $# -gt 0 ]; then
+    selected=0
+    for want in "$@"; do [ "$want" = "$name" ] && selected=1; done
+    [ $selected = 1 ] || continue
+  fi
+  env_args=(env SPARK_LOG_LEVEL=warn)
+  [ "$schedule" != - ] && env_args+=("SPARK_OPROJ_SCHEDULE=$schedule")
+  log="$logs/$name.log"
+  start=$SECONDS
+  if [ "$binary" = pytest ]; then
+    "${env_args[@]}" "SPARK_LIBRARY=$library" "PYTHONPATH=$PWD/python" \
+      "$py" -m pytest -q -ra -p no:cacheprovider tests/python/test_ops_gpu.py tests/python/test_oproj_gpu.py \
+      >"$log" 2>&1
+    rc=$?
+    summary=$(grep -E '^[=]* *[0-9]+ (passed|failed|skipped)|^[=]* *(no tests ran|[0-9]+ error)' "$log" | tail -1 | tr -d '=')
+    if [ $rc -eq 0 ] && grep -Eq 'skipped|no tests ran' <<<"$summary"; then rc=77; fi
+  else
+    "${env_args[@]}" "$build/tests/$binary" >"$log" 2>&1
+    rc=$?
+    summary=$(grep -E '^\[doctest\] test cases:|SKIPPED' "$log" | tail -1)
+  fi
+  printf '%-18s %5s %7s  %s\n' "$name" "$rc" "$((SECONDS - start))" "${summary:-no summary (see $log)}"
+  [ "$rc" -eq 0 ] || failed=1
+done
+exit $failed

@@ -1,0 +1,176 @@
+// The value up-projection's weight-stationary schedule on sm_90a's warp-group MMAs
+// (wgmma), for M past decode.  A CTA is one warp group that owns 128 columns of one head
+// (all of V = 128, half of V = 256) for a contiguous range of 64-row M tiles: it copies
+// W_UV[h]'s 128 x L slice into shared memory once (FP8 dequantised on the way), then
+// streams the o tiles through a ring of kStages 64 x 64 stages and multiplies each with
+// m64n128k16 MMAs.  Both operands are K-major (L contiguous), so the weights sit in the
+// same 128-byte swizzled layout as the o stages: L / 64 blocks of 128 rows x 128 bytes.
+// The ring keeps kStages - 2 stages in flight past the two the MMAs may still read, and
+// the copies continue through each tile's epilogue.  The weights are requested before the
+// wait on the previous kernel, the activations after.
+#pragma once
+
+#include "mla_oproj.cuh"
+#include "wgmma_sm90.cuh"
+
+namespace spark {
+
+// The layout from the named choices S: V, L, kStages (o stages in the ring), kOut,
+// kWeights.
+template <class S>
+struct MlaOprojWgConfig : S {
+  using S::V, S::L, S::kStages, S::kOut, S::kWeights;
+  static constexpr bool kFp8 = kWeights != WeightKind::kBf16;
+  static constexpr int BM = 64, BN = 128;  // one m64n128 MMA tile per o tile
+  static constexpr int kThreads = 128;
+  static constexpr int kLBlocks = L / 64;  // 64-element (128-byte) swizzle blocks along L
+  static constexpr int kOutBytes = out_bytes(kOut);
+  static constexpr int kWBlockBytes = BN * 128;  // a block of weights: BN rows x 128 bytes
+  static constexpr int kStageBytes = BM * 128;   // a block of an o tile: BM rows x 128 bytes
+  static constexpr int kOffStages = kLBlocks * kWBlockBytes;
+  // Per warp: 16 rows x 64 output columns, padded by 16 bytes per row.
+  static constexpr int kStageCols = 64;
+  static constexpr int kLdC = kStageCols * kOutBytes + 16;
+  static constexpr int kSmemWarpC = 16 * kLdC;
+  static constexpr int kOffStaging = kOffStages + kStages * kStageBytes;
+  // Plus 1 KB so the layout can start at the next 1024-byte boundary of the window.
+  static constexpr int kSmemBytes = kOffStaging + 4 * kSmemWarpC + 1024;
+  static_assert(L % 64 == 0 && V % BN == 0, "L in swizzle blocks, V in 128-column units");
+  static_assert(kStages >= 3 && kStages <= 10, "the ring (cp_async_wait_group takes kStages - 3)");
+  static_assert(kWBlockBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kOffStages % 1024 == 0,
+                "swizzle atoms stay 1024-byte aligned");
+};
+
+// Weight row n and 16-byte chunk c of L block b, or o row r and chunk c of a stage.
+template <class C>
+__device__ __forceinline__ int wg_w_offset(int b, int n, int c) {
+  return b * C::kWBlockBytes + swizzle128(n, c);
+}
+
+// The CTA's weights into shared memory: bf16 by cp.async (one commit group), FP8 through
+// registers, each row's 64-element blocks dequantised as they arrive (thread n owns row n).
+template <class C>
+__device__ __forceinline__ void wg_load_weights(const MlaOprojParams& p, u8* smem, int h, int n0) {
+  if constexpr (!C::kFp8) {
+    const u8* src = static_cast<const u8*>(p.w) + (h * p.w_stride_h + n0 * p.w_stride_v) * 2;
+#pragma unroll
+    for (int b = 0; b < C::kLBlocks; ++b)
+      copy_rows_async_to<8, C::kThreads>(
+          smem + b * C::kWBlockBytes, [](int r, int c) { return swizzle128(r, c); }, src + b * 128,
+          p.w_stride_v * 2, C::BN, C::BN, p.w, threadIdx.x);
+    cp_async_commit();
+  } else {
+    static_assert(C::kThreads == C::BN, "a thread per weight row");
+    const int n = threadIdx.x;
+    const u8* row = static_cast<const u8*>(p.w) + h * p.w_stride_h + (n0 + n) * p.w_stride_v;
+    constexpr int kBatch = 4;  // blocks whose loads are in flight together
+#pragma unroll
+    for (int b0 = 0; b0 < C::kLBlocks; b0 += kBatch) {
+      uint4 raw[kBatch][4];
+      float scale[kBatch][2];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) raw[i][q] = *reinterpret_cast<const uint4*>(row + (b0 + i) * 64 + q * 16);
+#pragma unroll
+        for (int g = 0; g < 2; ++g) scale[i][g] = oproj_scale<C::kWeights, C::V>(p, h, n0 + n, (b0 + i) * 64 + g * 32);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float s = scale[i][q / 2];
+          *reinterpret_cast<uint4*>(smem + wg_w_offset<C>(b0 + i, n, 2 * q)) =
+              dequantise8(make_uint2(raw[i][q].x, raw[i][q].y), s);
+          *reinterpret_cast<uint4*>(smem + wg_w_offset<C>(b0 + i, n, 2 * q + 1)) =
+              dequantise8(make_uint2(raw[i][q].z, raw[i][q].w), s);
+        }
+    }
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
+  extern __shared__ __align__(1024) u8 smem_window[];
+  u8* smem = smem_window + ((1024u - (smem_addr(smem_window) & 1023u)) & 1023u);
+
+  // The unit: column block fastest, then the M chunk, then the head, so the units that
+  // read the same o rows (V = 256) run side by side and share them in L2.
+  constexpr int kBlocksN = C::V / C::BN;
+  const int tiles_m = (p.m + C::BM - 1) / C::BM;
+  const int per_chunk = (tiles_m + p.m_chunks - 1) / p.m_chunks;
+  const int n0 = blockIdx.x % kBlocksN * C::BN;
+  const int rest = blockIdx.x / kBlocksN;
+  const int h = rest / p.m_chunks;
+  const int first_tile = rest % p.m_chunks * per_chunk;
+  const int left = tiles_m - first_tile;
+  const int tiles = h < p.heads ? (left < per_chunk ? left : per_chunk) : 0;
+  if (tiles <= 0) return;
+
+  wg_load_weights<C>(p, smem, h, n0);
+  grid_dependency_wait();
+  grid_dependents_launch();
+  const float inv_scale = C::kOut == OutKind::kE4m3 ? rcp_rn(*p.out_scale) : 1.0f;
+
+  // Ring entry i holds L block i % kLBlocks of local tile i / kLBlocks; one commit group
+  // per entry (empty past the last), so every step waits for the same count.
+  u8* stages = smem + C::kOffStages;
+  const int total = tiles * C::kLBlocks;
+  const u8* o_head = static_cast<const u8*>(p.o) + h * p.o_stride_h * 2;
+  const auto load = [&](int i) {
+    if (i < total) {
+      const int m0 = (first_tile + i / C::kLBlocks) * C::BM;
+      copy_rows_async_to<8, C::kThreads>(
+          stages + i % C::kStages * C::kStageBytes, [](int r, int c) { return swizzle128(r, c); },
+          o_head + m0 * p.o_stride_m * 2 + i % C::kLBlocks * 128, p.o_stride_m * 2, C::BM, p.m - m0, p.o,
+          threadIdx.x);
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int i = 0; i < C::kStages - 2; ++i) load(i);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const u32 w_base = smem_addr(smem), stage_base = smem_addr(stages);
+  u8* my_c = smem + C::kOffStaging + warp * C::kSmemWarpC;
+  float acc[C::BN / 2];
+#pragma unroll
+  for (int i = 0; i < C::BN / 2; ++i) acc[i] = 0.0f;
+
+  for (int j = 0; j < tiles; ++j) {
+#pragma unroll
+    for (int b = 0; b < C::kLBlocks; ++b) {
+      // Entry i has landed for every thread (and, FP8, the dequantised weights are
+      // stored); every warp has retired the MMAs of entry i - 2, so its stage takes entry
+      // i + kStages - 2.
+      const int i = j * C::kLBlocks + b;
+      cp_async_wait_group<C::kStages - 3>();
+      fence_proxy_async();
+      __syncthreads();
+      load(i + C::kStages - 2);
+
+      const u32 a_base = stage_base + i % C::kStages * C::kStageBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const u64 da = wgmma_desc(a_base + s * 32, 16, 1024);
+        const u64 db = wgmma_desc(w_base + b * C::kWBlockBytes + s * 32, 16, 1024);
+        wgmma_bf16<C::BN, BMajor::kK>(acc, da, db, b > 0 || s > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      if (b < C::kLBlocks - 1) wgmma_wait<1>();
+    }
+
+    // The tile's outputs, the warp's 16 rows through its staging buffer.
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    store_warp_rows<C::BN, C::kStageCols, C::kLdC, C::kOut>(
+        acc, my_c, (first_tile + j) * C::BM + warp * 16, p.m,
+        [&](int m, int col) {
+          return static_cast<u8*>(p.out) + (m * p.out_stride_m + h * C::V + n0 + col) * C::kOutBytes;
+        },
+        lane, inv_scale);
+  }
+}
+
+}  // namespace spark

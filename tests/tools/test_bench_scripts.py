@@ -1,0 +1,102 @@
+"""bench/compare.py, summarize.py and targets.py on spark-bench files that hold both ops' rows.
+
+Run by ctest (python3 tests/tools/test_bench_scripts.py); needs only the standard library.
+The rows are made up here in spark-bench's JSON layout, so the expected numbers are known.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+
+
+def qrow(h, k, m, spark, weights="bf16", out="bf16", pitch=576, status="ok"):
+    return {"H": h, "K": k, "M": m, "weights": weights, "out": out, "out_pitch": pitch, "status": status,
+            "floor_us": 2.0, "spark_us": spark, "staged_us": 2 * spark, "ratio": 0.5, "fraction_of_ceiling": 2.0 / spark}
+
+
+def orow(h, v, m, spark, weights="bf16", out="bf16", pad=0, staged=None, floor=2.0, status="ok"):
+    staged = staged or 2 * spark
+    return {"op": "oproj", "H": h, "V": v, "M": m, "weights": weights, "out": out, "out_pitch": h * v + pad,
+            "out_pad": pad, "status": status, "floor_us": floor, "spark_us": spark, "staged_us": staged,
+            "ratio": spark / staged, "fraction_of_ceiling": floor / spark}
+
+
+def header(rows):
+    return {"gpu": {"name": "test GPU"}, "driver_version": "0", "commit": "abc", "date": "2026-12-04",
+            "ceiling_tbps": 4.0, "rows": rows}
+
+
+class BenchScripts(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def file(self, name, rows):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            json.dump(header(rows), f)
+        return path
+
+    def run_script(self, script, *args):
+        done = subprocess.run([sys.executable, os.path.join(BENCH, script), *args], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def test_compare_matches_each_op_by_its_own_key(self):
+        # The same (H, second dimension, M) in both ops must not be matched across ops.
+        old = self.file("old.json", [qrow(8, 128, 1, 4.0), orow(8, 128, 1, 8.0),
+                                     orow(8, 128, 1, 1.0, status="unsupported")])
+        # Two new files: the median of 3.0 and 5.0 is 4.0 -> ratio 0.5 for the oproj row.
+        new1 = self.file("new1.json", [qrow(8, 128, 1, 2.0), orow(8, 128, 1, 3.0)])
+        new2 = self.file("new2.json", [orow(8, 128, 1, 5.0), orow(8, 128, 1, 9.0, pad=8)])
+        out = self.run_script("compare.py", old, f"{new1},{new2}", "--over", "0.4")
+        self.assertIn("qproj H=8 K=128 M=1", out)
+        self.assertIn("oproj H=8 V=128 M=1", out)
+        self.assertIn("qproj: 1 rows: median 0.5000", out)
+        self.assertIn("oproj: 1 rows: median 0.5000", out)  # the pad=8 row has no old twin
+        self.assertIn("H=8 V=128 M=1 bf16/bf16: x0.500", out)
+
+    def test_summarize_tabulates_the_op_the_files_hold(self):
+        base = self.file("o.json", [orow(8, 256, 1, 3.0), orow(128, 128, 16, 8.0, pad=8)])
+        pdl = self.file("o-pdl.json", [orow(8, 256, 1, 2.0)])
+        out = self.run_script("summarize.py", base, pdl)
+        self.assertIn("| H | V | M | weights | out | pad |", out)
+        self.assertIn("| 8 | 256 | 1 | bf16 | bf16 | 0 | 6.00 | 3.00 | 0.50 | 2.00 | 0.50 | 2.00 | 0.67 |", out)
+        self.assertIn("| 128 | 128 | 16 | bf16 | bf16 | 8 | 16.00 | 8.00 | 0.50 | – | – | 2.00 | 0.25 |", out)
+        both = self.file("both.json", [qrow(8, 192, 1, 3.0), orow(8, 256, 1, 3.0)])
+        self.assertIn("| H | K | M |", self.run_script("summarize.py", both))
+        self.assertIn("| H | V | M |", self.run_script("summarize.py", both, "--op", "oproj"))
+
+    def test_staged_baselines_are_not_mixed(self):
+        copy = self.file("copy.json", [orow(8, 128, 1, 2.0)])
+        into = self.file("into.json", [dict(orow(8, 128, 16, 2.0), staged_bmm="into")])
+        done = subprocess.run([sys.executable, os.path.join(BENCH, "summarize.py"), f"{copy},{into}"],
+                              capture_output=True, text=True)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("--staged-bmm copy", done.stderr)
+        self.assertIn("into (", done.stderr)
+        self.assertIn("| 8 | 128 | 16 |", self.run_script("summarize.py", into))  # one kind: fine
+
+    def test_targets_reports_the_value_up_projection(self):
+        rows = [orow(8, 128, 1, 2.0, staged=5.0), orow(16, 256, 32, 3.0, out="e4m3", staged=5.0),
+                orow(128, 128, 1, 5.0, floor=4.0), orow(128, 128, 16, 3.0, weights="mxfp8", floor=2.0),
+                orow(128, 128, 16, 6.0, floor=4.0), orow(64, 128, 4096, 100.0, floor=90.0, staged=120.0)]
+        base, pdl = self.file("t.json", rows), self.file("t-pdl.json", rows[:3])
+        out = self.run_script("targets.py", base, pdl)
+        self.assertNotIn("decode bf16 weights, bf16 out / staged", out)  # no query-projection rows
+        self.assertIn("decode H<=16 M<=32 bf16 weights, bf16 out / staged (<= 0.5)\n  PDL off: 0.40–0.40", out)
+        self.assertIn("decode rows above 0.5\n  PDL off: 1: H=16 V=256 M=32 e4m3: 0.600", out)
+        self.assertIn("H=128 V=128 M<=32 bf16 weights / floor (<= 1.3)\n  PDL off: 1.25–1.50", out)
+        self.assertIn("mxfp8: H=128 M<=16 time / own floor (<= 1.3)\n  PDL off: 1.50–1.50\n  PDL on:  n/a", out)
+        self.assertIn("mxfp8: H=128 M<=16 time / bf16-weight time\n  PDL off: 0.50–0.50", out)
+        self.assertIn("bf16 out, fraction of ceiling (>= 80%)\n  PDL off: 90%–90%", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
