@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -27,9 +26,7 @@ struct PlanSlot {
 };
 
 spark_mla_qproj_desc qproj_desc(int heads, int nope, WeightFormat w, OutDtype out) {
-  spark_mla_qproj_desc desc;
-  std::memset(&desc, 0, sizeof desc);
-  desc.struct_size = sizeof desc;
+  spark_mla_qproj_desc desc = SPARK_MLA_QPROJ_DESC_INIT;
   desc.heads = heads;
   desc.nope_dim = nope;
   desc.latent_dim = kLatent;
@@ -40,9 +37,7 @@ spark_mla_qproj_desc qproj_desc(int heads, int nope, WeightFormat w, OutDtype ou
 }
 
 spark_mla_oproj_desc oproj_desc(int heads, int v, WeightFormat w, OutDtype out) {
-  spark_mla_oproj_desc desc;
-  std::memset(&desc, 0, sizeof desc);
-  desc.struct_size = sizeof desc;
+  spark_mla_oproj_desc desc = SPARK_MLA_OPROJ_DESC_INIT;
   desc.heads = heads;
   desc.latent_dim = kLatent;
   desc.v_head_dim = v;
@@ -53,9 +48,7 @@ spark_mla_oproj_desc oproj_desc(int heads, int v, WeightFormat w, OutDtype out) 
 
 PlanSlot make_plan(spark_context ctx, const Shape& s, WeightFormat w, OutDtype out, int max_m, bool pdl,
                    const Table& table) {
-  spark_mla_qproj_plan_options opts;  // both ops' plan options
-  std::memset(&opts, 0, sizeof opts);
-  opts.struct_size = sizeof opts;
+  spark_mla_qproj_plan_options opts = SPARK_MLA_QPROJ_PLAN_OPTIONS_INIT;  // both ops' plan options
   opts.max_m = max_m;
   opts.lazy = 0;  // prewarm every regime now: nothing compiles while timing
   opts.enable_pdl = pdl ? 1 : 0;

@@ -1,6 +1,5 @@
 #include "tools/spark-bench/calls.h"
 
-#include <cstring>
 
 namespace spark_bench {
 
@@ -30,9 +29,7 @@ CallPointers call_pointers(const LayerWeights& w, const Activations& act, int la
 
 spark_mla_qproj_args qproj_args(const PackLayout& pack, WeightFormat format, const CallPointers& p, int m,
                                 OutDtype out, int pitch) {
-  spark_mla_qproj_args a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  spark_mla_qproj_args a = SPARK_MLA_QPROJ_ARGS_INIT;
   a.m = m;
   const int nope = pack.used_rows;
   const int64_t q_stride_h = nope + kRope;
@@ -58,9 +55,7 @@ spark_mla_qproj_args qproj_args(const PackLayout& pack, WeightFormat format, con
 
 spark_mla_oproj_args oproj_args(const PackLayout& pack, WeightFormat format, const CallPointers& p, int m,
                                 OutDtype out, int pitch) {
-  spark_mla_oproj_args a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  spark_mla_oproj_args a = SPARK_MLA_OPROJ_ARGS_INIT;
   a.m = m;
   a.o = p.in;
   a.o_stride_m = static_cast<int64_t>(pack.heads) * kLatent;

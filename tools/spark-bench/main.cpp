@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -344,9 +343,7 @@ int main(int argc, char** argv) {
                   info.name.c_str(), info.cc_major, info.cc_minor);
       return 1;
     }
-    spark_context_options copts;
-    std::memset(&copts, 0, sizeof copts);
-    copts.struct_size = sizeof copts;
+    spark_context_options copts = SPARK_CONTEXT_OPTIONS_INIT;
     copts.device = device;
     spark_context raw_ctx = nullptr;
     BENCH_SPARK(spark_context_create(&copts, &raw_ctx));
