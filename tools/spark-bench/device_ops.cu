@@ -283,7 +283,7 @@ void dequant_fp8_block(const uint8_t* values, const float* scales, uint16_t* out
 
 void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int cols, int pitch,
                   unsigned long long* counters, cudaStream_t stream) {
-  if (cols <= 0 || pitch < cols) throw BenchError("compare_bf16: pitch below the columns");
+  if (cols < 0 || pitch <= 0 || pitch < cols) throw BenchError("compare_bf16: need 0 <= cols <= pitch and pitch > 0");
   const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
   compare_bf16_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(cols),
@@ -294,7 +294,7 @@ void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int cols, i
 
 void compare_e4m3(const uint8_t* a, const uint8_t* b, size_t rows, int cols, int pitch,
                   unsigned long long* counters, cudaStream_t stream) {
-  if (cols <= 0 || pitch < cols) throw BenchError("compare_e4m3: pitch below the columns");
+  if (cols < 0 || pitch <= 0 || pitch < cols) throw BenchError("compare_e4m3: need 0 <= cols <= pitch and pitch > 0");
   const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(pitch);
   if (n == 0) return;
   compare_e4m3_kernel<<<compare_blocks(n), kThreads, 0, stream>>>(a, b, n, static_cast<uint32_t>(cols),

@@ -43,7 +43,8 @@ void dequant_fp8_block(const uint8_t* values, const float* scales, uint16_t* out
 // first): [0] elements whose bits differ, [1] "bad" elements: a NaN in either, or more than 1
 // ulp (1 code for e4m3) apart and, for bf16, also more than kCompareAbsTol apart (a near-zero
 // sum may legitimately differ by more ulps), [2] NaN in a, [3] elements of a's pad columns
-// (cols..pitch) that no longer hold the poison byte 0xFF: a wrote where it must not.
+// (cols..pitch) that no longer hold the poison byte 0xFF: a wrote where it must not.  cols 0
+// makes every element pad (b is not read): the check of rows a must have left alone.
 constexpr double kCompareAbsTol = 1e-4;
 constexpr int kCompareCounters = 4;
 void compare_bf16(const uint16_t* a, const uint16_t* b, size_t rows, int cols, int pitch,
