@@ -6,8 +6,9 @@
 #
 # The query projection's suites (bf16, MXFP8 and block-FP8 weights), the value up-projection's
 # on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary, the cache statistics
-# test, and the Python package's GPU tests (the torch ops, loading BUILD_DIR's libspark.so
-# through SPARK_LIBRARY; they need torch and pytest).  Each suite's output goes to LOG_DIR
+# test, the Python package's GPU tests (the torch ops, loading BUILD_DIR's libspark.so
+# through SPARK_LIBRARY; they need torch and pytest), and a few rows of spark-bench per op
+# (its output check against the staged path, and that it runs at all before a grid).  Each suite's output goes to LOG_DIR
 # (default BUILD_DIR/gpu-check/), one line per suite here.  A suite that skips counts as
 # failed: this script is run where there is a GPU, so a skip means it was not found.
 set -uo pipefail
@@ -25,6 +26,8 @@ suites=(
   "oproj-stationary:test_gpu_mla_oproj:stationary"
   "cache-stats:test_gpu_cache_stats:-"
   "python:pytest:-"
+  "bench-qproj:spark-bench:-"
+  "bench-oproj:spark-bench:-"
 )
 
 if [ "${1:-}" = --list ]; then
@@ -59,6 +62,13 @@ for entry in "${suites[@]}"; do
     rc=$?
     summary=$(grep -E '^[=]* *[0-9]+ (passed|failed|skipped)|^[=]* *(no tests ran|[0-9]+ error)' "$log" | tail -1 | tr -d '=')
     if [ $rc -eq 0 ] && grep -Eq 'skipped|no tests ran' <<<"$summary"; then rc=77; fi
+  elif [ "$binary" = spark-bench ]; then
+    # Two shapes, decode and past it, every weight format and output, few replays: the rows'
+    # checks (bits against the staged path, pad and next-token rows untouched) fail the suite.
+    "${env_args[@]}" "$build/tools/spark-bench" --op "${name#bench-}" --heads 16 --m 1,64 --layers 4 --replays 3 \
+      --json "$logs/$name.json" >"$log" 2>&1
+    rc=$?
+    summary=$(grep -E '^wrote |^spark-bench: ' "$log" | tail -1)
   else
     "${env_args[@]}" "$build/tests/$binary" >"$log" 2>&1
     rc=$?
