@@ -5,7 +5,8 @@
 #   scripts/gpu-check.sh [SUITE...]      SUITE: a name of the list printed by --list (default: all)
 #
 # The query projection's suites (bf16, MXFP8 and block-FP8 weights), the value up-projection's
-# on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary, the cache statistics
+# on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary and with ring tiles at
+# decode (SPARK_OPROJ_TILES, the table tests/CMakeLists.txt gives test_gpu_mla_oproj_ring), the cache statistics
 # test, the Python package's GPU tests (the torch ops, loading BUILD_DIR's libspark.so
 # through SPARK_LIBRARY; they need torch and pytest), and a few rows of spark-bench per op
 # (its output check against the staged path, and that it runs at all before a grid).  Each suite's output goes to LOG_DIR
@@ -17,26 +18,27 @@ build=${BUILD_DIR:-build}
 logs=${LOG_DIR:-$build/gpu-check}
 py=${PYTHON:-python3}
 
-# name : test binary (or "pytest") : SPARK_OPROJ_SCHEDULE (- for unset)
+# name | test binary (or "pytest", "spark-bench") | environment (VAR=value, - for none)
 suites=(
-  "qproj:test_gpu_mla_qproj:-"
-  "qproj-mxfp8:test_gpu_mla_qproj_mxfp8:-"
-  "qproj-fp8-block:test_gpu_mla_qproj_fp8_block:-"
-  "oproj:test_gpu_mla_oproj:-"
-  "oproj-stationary:test_gpu_mla_oproj:stationary"
-  "cache-stats:test_gpu_cache_stats:-"
-  "python:pytest:-"
-  "bench-qproj:spark-bench:-"
-  "bench-oproj:spark-bench:-"
+  "qproj|test_gpu_mla_qproj|-"
+  "qproj-mxfp8|test_gpu_mla_qproj_mxfp8|-"
+  "qproj-fp8-block|test_gpu_mla_qproj_fp8_block|-"
+  "oproj|test_gpu_mla_oproj|-"
+  "oproj-stationary|test_gpu_mla_oproj|SPARK_OPROJ_SCHEDULE=stationary"
+  "oproj-ring|test_gpu_mla_oproj|SPARK_OPROJ_TILES=1-2:ring:32x4x3,3-8:ring:32x8x2,9-16:ring:64x4x2,17-8192:32x8x2"
+  "cache-stats|test_gpu_cache_stats|-"
+  "python|pytest|-"
+  "bench-qproj|spark-bench|-"
+  "bench-oproj|spark-bench|-"
 )
 
 if [ "${1:-}" = --list ]; then
-  for entry in "${suites[@]}"; do echo "${entry%%:*}"; done
+  for entry in "${suites[@]}"; do echo "${entry%%|*}"; done
   exit 0
 fi
 for want in "$@"; do
   found=0
-  for entry in "${suites[@]}"; do [ "${entry%%:*}" = "$want" ] && found=1; done
+  for entry in "${suites[@]}"; do [ "${entry%%|*}" = "$want" ] && found=1; done
   [ $found = 1 ] || { echo "gpu-check: SUITE '$want' is not one of: $("$0" --list | tr '\n' ' ')" >&2; exit 2; }
 done
 mkdir -p "$logs"
@@ -45,14 +47,14 @@ library=$(cd "$build" && pwd)/libspark.so.0
 failed=0
 printf '%-18s %5s %7s  %s\n' suite exit seconds summary
 for entry in "${suites[@]}"; do
-  IFS=: read -r name binary schedule <<<"$entry"
+  IFS='|' read -r name binary environment <<<"$entry"
   if [ $# -gt 0 ]; then
     selected=0
     for want in "$@"; do [ "$want" = "$name" ] && selected=1; done
     [ $selected = 1 ] || continue
   fi
   env_args=(env SPARK_LOG_LEVEL=warn)
-  [ "$schedule" != - ] && env_args+=("SPARK_OPROJ_SCHEDULE=$schedule")
+  [ "$environment" != - ] && env_args+=("$environment")
   log="$logs/$name.log"
   start=$SECONDS
   if [ "$binary" = pytest ]; then

@@ -51,10 +51,74 @@ __device__ __forceinline__ u32 word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// One 32-wide L chunk of a warp's 16-row M tile: rows g and g + 8 of o (a_lo, a_hi: L
+// positions 8t..8t+7) times the four 8-column weight fragments b (rows 8j + g, the same L
+// positions), as two k16 MMA steps.
+__device__ __forceinline__ void oproj_mma_chunk(float (&acc)[4][4], const uint4& a_lo, const uint4& a_hi,
+                                                const uint4 (&b)[4]) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const u32 a[4] = {word_of(a_lo, 2 * s), word_of(a_hi, 2 * s), word_of(a_lo, 2 * s + 1), word_of(a_hi, 2 * s + 1)};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mma_bf16_16816(acc[j], a, word_of(b[j], 2 * s), word_of(b[j], 2 * s + 1));
+  }
+}
+
+// The CTA's BM x BN output tile (rows m0.., columns nb * BN.. of head h) from its warps'
+// partial sums: each warp row's sums into shared memory (row 16i + g (+8), column nw * 32 +
+// 8j + 2t), one barrier, then 8 columns per thread and vector added in warp-row order and
+// stored as bf16 (16 bytes) or e4m3 (8 bytes).  The caller keeps `partial` untouched until
+// every thread has passed a later barrier.
+template <class C>
+__device__ __forceinline__ void oproj_reduce_store(const float (&acc)[C::TM][4][4], float* partial,
+                                                   const MlaOprojParams& p, int h, int nb, int m0, float inv_scale) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nw = warp % C::kNWarps, ks = warp / C::kNWarps;
+  const int g = lane / 4, t = lane % 4;
+  float* mine = partial + ks * (C::BM * C::BN);
+#pragma unroll
+  for (int i = 0; i < C::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = 16 * i + g + 8 * half, col = nw * 32 + 8 * j + 2 * t;
+        *reinterpret_cast<float2*>(mine + r * C::BN + col) = make_float2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+      }
+  __syncthreads();
+
+  constexpr int kVecs = C::BN / 8;
+  for (int idx = threadIdx.x; idx < C::BM * kVecs; idx += C::kThreads) {
+    const int r = idx / kVecs, vec = idx % kVecs;
+    const int m = m0 + r;
+    if (m >= p.m) continue;
+    float sum[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sum[e] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C::KSPLIT; ++k) {
+      const float* src = partial + k * (C::BM * C::BN) + r * C::BN + vec * 8;
+      const float4 x = *reinterpret_cast<const float4*>(src), y = *reinterpret_cast<const float4*>(src + 4);
+      sum[0] += x.x, sum[1] += x.y, sum[2] += x.z, sum[3] += x.w;
+      sum[4] += y.x, sum[5] += y.y, sum[6] += y.z, sum[7] += y.w;
+    }
+    const u32 w0 = pack_bf16x2(sum[0], sum[1]), w1 = pack_bf16x2(sum[2], sum[3]);
+    const u32 w2 = pack_bf16x2(sum[4], sum[5]), w3 = pack_bf16x2(sum[6], sum[7]);
+    const long long col = static_cast<long long>(h) * C::V + nb * C::BN + vec * 8;
+    u8* dst = static_cast<u8*>(p.out) + (m * p.out_stride_m + col) * C::kOutBytes;
+    if constexpr (C::kOut == OutKind::kBf16) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w0, w1, w2, w3);
+    } else {
+      const u32 lo = u32(bf16x2_to_e4m3x2(w0, inv_scale)) | (u32(bf16x2_to_e4m3x2(w1, inv_scale)) << 16);
+      const u32 hi = u32(bf16x2_to_e4m3x2(w2, inv_scale)) | (u32(bf16x2_to_e4m3x2(w3, inv_scale)) << 16);
+      *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+    }
+  }
+}
+
 template <class C>
 __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
   extern __shared__ __align__(16) u8 smem[];
-  float* partial = reinterpret_cast<float*>(smem);
 
   constexpr int kBlocksN = C::V / C::BN;
   const int tiles_m = (p.m + C::BM - 1) / C::BM;
@@ -116,59 +180,13 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
       const uint4 zero = make_uint4(0, 0, 0, 0);
       const uint4 a_lo = r0 < p.m ? *reinterpret_cast<const uint4*>(o + r0 * p.o_stride_m + 32 * c) : zero;
       const uint4 a_hi = r1 < p.m ? *reinterpret_cast<const uint4*>(o + r1 * p.o_stride_m + 32 * c) : zero;
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const u32 a[4] = {word_of(a_lo, 2 * s), word_of(a_hi, 2 * s), word_of(a_lo, 2 * s + 1),
-                          word_of(a_hi, 2 * s + 1)};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_bf16_16816(acc[i][j], a, word_of(b[j], 2 * s), word_of(b[j], 2 * s + 1));
-      }
+      oproj_mma_chunk(acc[i], a_lo, a_hi, b);
     }
   }
 
-  // Each warp row's partial sums into shared memory: row 16i + g (+8), column nw*32 + 8j + 2t.
-  float* mine = partial + ks * (C::BM * C::BN);
-#pragma unroll
-  for (int i = 0; i < C::TM; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = 16 * i + g + 8 * half, col = nw * 32 + 8 * j + 2 * t;
-        *reinterpret_cast<float2*>(mine + r * C::BN + col) = make_float2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
-      }
-  __syncthreads();
-
-  // The sums, 8 columns per thread and vector: bf16 (16 bytes) or e4m3 (8 bytes).
   float inv_scale = 1.0f;
   if constexpr (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.out_scale);
-  constexpr int kVecs = C::BN / 8;
-  for (int idx = threadIdx.x; idx < C::BM * kVecs; idx += C::kThreads) {
-    const int r = idx / kVecs, vec = idx % kVecs;
-    const int m = m0 + r;
-    if (m >= p.m) continue;
-    float sum[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sum[e] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < C::KSPLIT; ++k) {
-      const float* src = partial + k * (C::BM * C::BN) + r * C::BN + vec * 8;
-      const float4 x = *reinterpret_cast<const float4*>(src), y = *reinterpret_cast<const float4*>(src + 4);
-      sum[0] += x.x, sum[1] += x.y, sum[2] += x.z, sum[3] += x.w;
-      sum[4] += y.x, sum[5] += y.y, sum[6] += y.z, sum[7] += y.w;
-    }
-    const u32 w0 = pack_bf16x2(sum[0], sum[1]), w1 = pack_bf16x2(sum[2], sum[3]);
-    const u32 w2 = pack_bf16x2(sum[4], sum[5]), w3 = pack_bf16x2(sum[6], sum[7]);
-    const long long col = static_cast<long long>(h) * C::V + nb * C::BN + vec * 8;
-    u8* dst = static_cast<u8*>(p.out) + (m * p.out_stride_m + col) * C::kOutBytes;
-    if constexpr (C::kOut == OutKind::kBf16) {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(w0, w1, w2, w3);
-    } else {
-      const u32 lo = u32(bf16x2_to_e4m3x2(w0, inv_scale)) | (u32(bf16x2_to_e4m3x2(w1, inv_scale)) << 16);
-      const u32 hi = u32(bf16x2_to_e4m3x2(w2, inv_scale)) | (u32(bf16x2_to_e4m3x2(w3, inv_scale)) << 16);
-      *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
-    }
-  }
+  oproj_reduce_store<C>(acc, reinterpret_cast<float*>(smem), p, h, nb, m0, inv_scale);
 }
 
 }  // namespace spark

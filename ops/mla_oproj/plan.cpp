@@ -1,5 +1,7 @@
 #include "ops/mla_oproj/plan.h"
 
+#include <algorithm>
+
 #include "core/c_enum.h"
 #include "core/error.h"
 #include "ops/common/regime_kernel.h"
@@ -51,6 +53,10 @@ void Plan::run(const spark_mla_oproj_args* args, CUstream stream) {
     // A CTA per (head, column block, M chunk): each copies its weights once.
     p.m_chunks = static_cast<int>(stationary_m_chunks(blocks, tiles_m, k.resident_ctas));
     launch_spec.grid_x = static_cast<unsigned>(blocks * p.m_chunks);
+  } else if (tile.ring) {
+    // Half the CTAs the device holds (one an SM: the tile fits two), each walking a range
+    // of (head, column block) units; the other half is room for the next kernel's.
+    launch_spec.grid_x = static_cast<unsigned>(std::min(blocks, std::max(1LL, k.resident_ctas / 2LL)));
   } else {
     // A CTA per (head, column block, M tile), the M tiles of one block adjacent so that
     // they meet its weights in L2.

@@ -1,5 +1,7 @@
 #include "ops/mla_oproj/render.h"
 
+#include <algorithm>
+
 #include "core/env.h"
 #include "core/error.h"
 #include "jit/arch.h"
@@ -14,17 +16,39 @@ constexpr int kL = 512;
 
 }  // namespace
 
-int Tile::smem_bytes(OutDtype out) const {
-  if (!stationary) return ksplit * bm() * bn * 4;  // every warp row's partial sums
-  // Weights (L / 64 blocks of 128 rows x 128 bytes), the o stages (64 rows x 128 bytes),
-  // four warps' output staging (16 rows x (64 columns + 16 bytes)), and 1 KB to align.
-  const int out_bytes = out == OutDtype::kBf16 ? 2 : 1;
-  return kL / 64 * 128 * 128 + stages * 64 * 128 + 4 * 16 * (64 * out_bytes + 16) + 1024;
+namespace {
+
+// The shared memory of one CTA when two share an SM, on an arch whose per-block maximum is
+// `per_block` (each CTA also costs the SM 1 KB, so the SM has per_block + 1 KB).
+int half_sm_smem(int per_block) { return (per_block + 1024) / 2 - 1024; }
+// A ring CTA's least shared memory: one 16-byte vector past a third of the SM, so that no
+// third CTA fits beside it and the next kernel's.
+int ring_smem_floor(int per_block) { return (per_block + 1024) / 3 - 1024 + 16; }
+
+}  // namespace
+
+int Tile::smem_bytes(const Key& key) const {
+  if (stationary) {
+    // Weights (L / 64 blocks of 128 rows x 128 bytes), the o stages (64 rows x 128 bytes),
+    // four warps' output staging (16 rows x (64 columns + 16 bytes)), and 1 KB to align.
+    const int out_bytes = key.out == OutDtype::kBf16 ? 2 : 1;
+    return kL / 64 * 128 * 128 + stages * 64 * 128 + 4 * 16 * (64 * out_bytes + 16) + 1024;
+  }
+  const int partials = ksplit * bm() * bn * 4;  // every warp row's partial sums
+  if (!ring) return partials;
+  // The slots (BN rows of L weights; FP8 also L / 32 bytes of scales a row) and the partial
+  // sums, raised to the ring's floor.
+  const bool fp8 = key.weights != WeightFormat::kBf16;
+  const int slot = bn * (fp8 ? kL + kL / 32 : 2 * kL);
+  return std::max(stages * slot + partials, ring_smem_floor(arch_info(key.arch).max_smem_per_block));
 }
 
 std::string Tile::describe() const {
   if (stationary)
     return fmt::format("weight-stationary wgmma, 64x{} tiles, {} o stages, {} threads", bn, stages, threads());
+  if (ring)
+    return fmt::format("persistent ring, 16x{} units, {} warps along L, {} weight slots, {} threads", bn, ksplit,
+                       stages, threads());
   return fmt::format("{}x{} CTA tile, {} warps along L, {} threads", bm(), bn, ksplit, threads());
 }
 
@@ -36,8 +60,8 @@ namespace {
 const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
-    "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1) or LO-HI:wg:STAGES (weight-stationary wgmma on sm_90a, e.g. "
-    "17-8192:wg:10)";
+    "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES (weight-stationary wgmma on sm_90a, e.g. "
+    "17-8192:wg:10) or LO-HI:ring:BNxKSPLITxSTAGES (a persistent decode ring, HI <= 16, e.g. 1-16:ring:32x4x3)";
 
 Tile stationary_tile(int stages) {
   Tile t;
@@ -59,13 +83,38 @@ Tile builtin_tiled(const Key& key) {
   return t;
 }
 
-// wg:STAGES or BNxKSPLITxTM, to the item's end.
+// ring:BNxKSPLITxSTAGES, past "ring:", to the item's end.
+Tile read_ring_tile(ItemReader& r) {
+  Tile t;
+  t.ring = true;
+  t.bn = r.number("BN", 32, 64);
+  r.expect("x");
+  t.ksplit = r.number("KSPLIT", 4, 8);
+  r.expect("x");
+  t.stages = r.number("STAGES", 2, 4);
+  r.expect_end();
+  SPARK_CHECK(t.bn == 32 || t.bn == 64, SPARK_ERROR_INVALID_ARGUMENT, "{}: a ring's BN must be 32 or 64 (got {})",
+              r.item(), t.bn);
+  SPARK_CHECK(t.ksplit == 4 || t.ksplit == 8, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: a ring's KSPLIT must be 4 or 8: each lane keeps its share of L = {} of a head's o rows in "
+              "registers, twice (got {})",
+              r.item(), kL, t.ksplit);
+  // Two CTAs share the SM's 64 K registers: 128 a lane at 256 threads.
+  SPARK_CHECK(t.threads() <= 256, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: a ring of {} threads (BN / 32 x KSPLIT warps) is more than 256, the most of which two CTAs keep "
+              "128 registers a lane",
+              r.item(), t.threads());
+  return t;
+}
+
+// wg:STAGES, ring:BNxKSPLITxSTAGES or BNxKSPLITxTM, to the item's end.
 Tile read_override_tile(ItemReader& r) {
   if (r.take("wg:")) {
     const int stages = r.number("STAGES", 3, 10);
     r.expect_end();
     return stationary_tile(stages);
   }
+  if (r.take("ring:")) return read_ring_tile(r);
   Tile t;
   t.bn = r.number("BN", 32, 128);
   r.expect("x");
@@ -94,7 +143,14 @@ Tile read_override_tile(ItemReader& r) {
 }  // namespace
 
 std::vector<RegimeTile> parse_tile_override(std::string_view text) {
-  return read_regime_table<RegimeTile>(text, "SPARK_OPROJ_TILES", kOverrideGrammar, kMaxM, read_override_tile);
+  std::vector<RegimeTile> table =
+      read_regime_table<RegimeTile>(text, "SPARK_OPROJ_TILES", kOverrideGrammar, kMaxM, read_override_tile);
+  for (const RegimeTile& e : table)
+    SPARK_CHECK(!e.tile.ring || e.regime.m_max <= 16, SPARK_ERROR_INVALID_ARGUMENT,
+                "SPARK_OPROJ_TILES: '{}-{}:ring:{}x{}x{}': a ring serves M up to 16 (one 16-row tile per unit), so "
+                "its HI must be at most 16",
+                e.regime.m_min, e.regime.m_max, e.tile.bn, e.tile.ksplit, e.tile.stages);
+  return table;
 }
 
 const Tiling& active_tiling() {
@@ -141,10 +197,16 @@ Schedule active_schedule() {
 }
 
 Tile tile_for(const Key& key, const Tiling& tiling) {
-  // The wgmma schedule needs sm_90a; elsewhere its regimes take the tiled tile.
+  // The wgmma schedule needs sm_90a, a ring two CTAs' room on an SM; elsewhere their
+  // regimes take the tiled tile.
   const bool wgmma = key.arch == "sm_90a";
-  for (const RegimeTile& e : tiling.override_table)
-    if (e.regime == key.regime) return e.tile.stationary && !wgmma ? builtin_tiled(key) : e.tile;
+  for (const RegimeTile& e : tiling.override_table) {
+    if (!(e.regime == key.regime)) continue;
+    if (e.tile.stationary && !wgmma) return builtin_tiled(key);
+    if (e.tile.ring && e.tile.smem_bytes(key) > half_sm_smem(arch_info(key.arch).max_smem_per_block))
+      return builtin_tiled(key);
+    return e.tile;
+  }
   if (tiling.past_decode == Schedule::kStationary && wgmma && key.regime.m_min > 16) return stationary_tile(kWgStages);
   return builtin_tiled(key);
 }
@@ -166,7 +228,7 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
   r.generator_version = kGeneratorVersion;
   r.summary = r.tile.describe();
   r.threads = r.tile.threads();
-  r.smem_bytes = r.tile.smem_bytes(key.out);
+  r.smem_bytes = r.tile.smem_bytes(key);
   SPARK_CHECK(r.smem_bytes <= arch.max_smem_per_block, SPARK_ERROR_UNSUPPORTED,
               "kernel key '{}': tile needs {} bytes of shared memory, {} allows {}", r.key, r.smem_bytes, key.arch,
               arch.max_smem_per_block);
@@ -175,9 +237,15 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
                         : key.weights == WeightFormat::kMxfp8 ? "spark::WeightKind::kMxfp8"
                                                               : "spark::WeightKind::kFp8Block128";
   const Tile& t = r.tile;
-  const std::string choices =
-      t.stationary ? fmt::format("  static constexpr int kStages = {};\n", t.stages)
-                   : fmt::format("  static constexpr int BN = {}, KSPLIT = {}, TM = {};\n", t.bn, t.ksplit, t.tm);
+  std::string choices;
+  if (t.stationary) {
+    choices = fmt::format("  static constexpr int kStages = {};\n", t.stages);
+  } else {
+    choices = fmt::format("  static constexpr int BN = {}, KSPLIT = {}, {} = {};\n", t.bn, t.ksplit,
+                          t.ring ? "kStages" : "TM", t.ring ? t.stages : t.tm);
+    if (t.ring)
+      choices += fmt::format("  static constexpr int kSmemFloor = {};\n", ring_smem_floor(arch.max_smem_per_block));
+  }
   r.source = fmt::format(
       "// spark kernel {key}\n"
       "// generator v{gen}; tile {tile}; dynamic shared memory {smem} bytes\n"
@@ -193,15 +261,16 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
       "static_assert(Config::kThreads == {threads}, \"host and template disagree on threads\");\n"
       "static_assert(Config::kSmemBytes == {smem}, \"host and template disagree on shared memory\");\n"
       "\n"
-      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const spark::MlaOprojParams params) {{\n"
+      "extern \"C\" __global__ void __launch_bounds__({bounds}) {entry}(const spark::MlaOprojParams params) {{\n"
       "  spark::{driver}<Config>(params);\n"
       "}}\n",
       fmt::arg("key", r.key), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", r.summary),
-      fmt::arg("smem", r.smem_bytes), fmt::arg("header", t.stationary ? "mla_oproj_wg.cuh" : "mla_oproj.cuh"),
+      fmt::arg("smem", r.smem_bytes), fmt::arg("header", t.stationary ? "mla_oproj_wg.cuh" : t.ring ? "mla_oproj_ring.cuh" : "mla_oproj.cuh"),
       fmt::arg("v", key.v), fmt::arg("l", key.l), fmt::arg("choices", choices), fmt::arg("out", out),
-      fmt::arg("weights", weights), fmt::arg("config", t.stationary ? "MlaOprojWgConfig" : "MlaOprojConfig"),
+      fmt::arg("weights", weights), fmt::arg("config", t.stationary ? "MlaOprojWgConfig" : t.ring ? "MlaOprojRingConfig" : "MlaOprojConfig"),
       fmt::arg("threads", r.threads), fmt::arg("entry", kKernelEntryName),
-      fmt::arg("driver", t.stationary ? "mla_oproj_wg" : "mla_oproj"));
+      fmt::arg("bounds", t.ring ? fmt::format("{}, 2", r.threads) : std::to_string(r.threads)),
+      fmt::arg("driver", t.stationary ? "mla_oproj_wg" : t.ring ? "mla_oproj_ring" : "mla_oproj"));
   return r;
 }
 

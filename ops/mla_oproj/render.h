@@ -20,17 +20,22 @@ inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 // 16 x TM rows of M, its warps split BN / 32 ways across the columns and KSPLIT ways along
 // L.  Stationary (templates/mla_oproj_wg.cuh, sm_90a): one warp group that keeps 128
 // columns of one head's weights in shared memory for a range of 64-row M tiles, streaming
-// o through `stages` 64 x 64 stages.
+// o through `stages` 64 x 64 stages.  Ring (templates/mla_oproj_ring.cuh, decode, a tuning
+// override's tile): a persistent CTA per SM that walks (head, BN columns) units of 16 rows,
+// warps as the tiled tile's, streaming their weights through `stages` shared-memory slots
+// and leaving room on the SM for the next kernel's CTA.
 struct Tile {
   bool stationary = false;
+  bool ring = false;
   int bn = 32;
   int ksplit = 8;
   int tm = 1;
-  int stages = 0;  // stationary only
+  int stages = 0;  // stationary and ring
   int bm() const { return stationary ? 64 : 16 * tm; }
   int threads() const { return stationary ? 128 : bn / 32 * ksplit * 32; }
-  // Dynamic shared memory (the stationary schedule stages outputs of this dtype).
-  int smem_bytes(OutDtype out) const;
+  // Dynamic shared memory on the key's arch (the stationary schedule stages outputs of the
+  // key's dtype, the ring holds weights of its format and fills half an SM).
+  int smem_bytes(const Key& key) const;
   std::string describe() const;
 };
 
@@ -59,13 +64,16 @@ struct Tiling {
   explicit Tiling(std::vector<RegimeTile> table) : override_table(std::move(table)) {}
 };
 
-// "LO-HI:BNxKSPLITxTM" (tiled) or "LO-HI:wg:STAGES" (stationary, sm_90a; elsewhere that
-// regime takes its built-in tiled tile) items -> regimes and tiles, the SPARK_OPROJ_TILES
-// tuning override (throws INVALID_ARGUMENT naming the item and the rule it breaks).  LO and
-// HI in 1..8192, the regimes contiguous from 1 to 8192; BN 32, 64 or 128; KSPLIT 4, 8 or 16
-// (warps along L = 512: fewer would hold more weights per lane than its registers); TM 1..4;
-// at most 512 threads (BN / 32 x KSPLIT <= 16), and at 512 threads 16 / KSPLIT + TM <= 5 (the
-// registers a lane has then); STAGES 3..10.  A tile's shared memory is checked against the arch when a key is rendered.
+// "LO-HI:BNxKSPLITxTM" (tiled), "LO-HI:wg:STAGES" (stationary, sm_90a; elsewhere that
+// regime takes its built-in tiled tile) or "LO-HI:ring:BNxKSPLITxSTAGES" (ring; on an arch
+// where two of its CTAs do not fit an SM, the built-in tiled tile) items -> regimes and
+// tiles, the SPARK_OPROJ_TILES tuning override (throws INVALID_ARGUMENT naming the item and
+// the rule it breaks).  LO and HI in 1..8192, the regimes contiguous from 1 to 8192.  Tiled:
+// BN 32, 64 or 128; KSPLIT 4, 8 or 16 (warps along L = 512: fewer would hold more weights
+// per lane than its registers); TM 1..4; at most 512 threads (BN / 32 x KSPLIT <= 16), and
+// at 512 threads 16 / KSPLIT + TM <= 5 (the registers a lane has then).  wg: STAGES 3..10.
+// ring: HI <= 16 (one 16-row tile per unit), BN 32 or 64, KSPLIT 4 or 8, STAGES 2..4.  A
+// tile's shared memory is checked against the arch when a key is rendered.
 std::vector<RegimeTile> parse_tile_override(std::string_view text);
 // SPARK_OPROJ_SCHEDULE and SPARK_OPROJ_TILES, read once; setting both is INVALID_ARGUMENT.
 const Tiling& active_tiling();

@@ -677,8 +677,9 @@ TEST_CASE("8 threads: lazy plans loading and running at once, with failures inje
 // ----------------------------------------------------------------------------------------
 // The value up-projection's plan on the same runtime: H 8, V 256, L 512, BF16 weights, M up to
 // 64 (both of its built-in regimes), out [M, H * V] bf16 or e4m3.  Its tiles come from the
-// active tiling, so ctest also runs these cases under SPARK_OPROJ_SCHEDULE=stationary and a
-// SPARK_OPROJ_TILES table, whose launch shapes the GPU has not checked yet.
+// active tiling, so ctest also runs these cases under SPARK_OPROJ_SCHEDULE=stationary and
+// two SPARK_OPROJ_TILES tables (one with ring tiles), whose launch shapes the GPU has not
+// checked yet.
 // ----------------------------------------------------------------------------------------
 
 constexpr int kOprojV = 256, kOprojL = 512, kOprojMaxM = 64;
@@ -831,13 +832,16 @@ TEST_CASE("oproj: the launch shape and parameters of every regime, with PDL when
         CHECK(l.stream == stream);
         CHECK(l.block[0] == static_cast<unsigned>(tile.threads()));
         CHECK((l.block[1] == 1 && l.block[2] == 1 && l.grid[1] == 1 && l.grid[2] == 1));
-        CHECK(l.shared_mem_bytes == static_cast<unsigned>(tile.smem_bytes(key.out)));
+        CHECK(l.shared_mem_bytes == static_cast<unsigned>(tile.smem_bytes(key)));
         CHECK(l.shared_mem_bytes <= 232448u);
         // A CTA per (head, column block, M tile); the stationary schedule one per (head,
-        // column block, M chunk), as many chunks as the device (1 CTA per SM here) needs.
+        // column block, M chunk), as many chunks as the device (1 CTA per SM here) needs; a
+        // ring half the CTAs the device holds (at most one per unit).
         const long long blocks = 1ll * kHeads * (kOprojV / tile.bn), tiles_m = (m + tile.bm() - 1) / tile.bm();
         const long long chunks = tile.stationary ? spark::stationary_m_chunks(blocks, tiles_m, FAKE_CUDA_SM_COUNT) : 1;
-        CHECK(static_cast<long long>(l.grid[0]) == (tile.stationary ? blocks * chunks : blocks * tiles_m));
+        const long long ring_grid = std::min(blocks, std::max(1LL, FAKE_CUDA_SM_COUNT / 2LL));
+        CHECK(static_cast<long long>(l.grid[0]) ==
+              (tile.stationary ? blocks * chunks : tile.ring ? ring_grid : blocks * tiles_m));
         CHECK(l.pdl == pdl);
         CHECK(l.num_attrs == static_cast<unsigned>(pdl));
         REQUIRE(l.param_bytes == sizeof(spark::MlaOprojParams));

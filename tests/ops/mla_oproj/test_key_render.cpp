@@ -24,6 +24,25 @@ Key key(int heads, int v, MRegime regime, WeightFormat w = WeightFormat::kBf16, 
   return Key::of(heads, v, regime, w, out, arch);
 }
 bool is_elf(const std::string& b) { return b.size() > 64 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0; }
+
+// Compiles the sources a few at a time, each for sm_90a without spills, then `more` on each.
+template <class More>
+void compile_each(const std::vector<oproj::RenderedSource>& sources, More more) {
+  const size_t width = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);
+  for (size_t first = 0; first < sources.size(); first += width) {
+    std::vector<std::future<CompiledKernel>> jobs;
+    for (size_t i = first; i < std::min(sources.size(), first + width); ++i)
+      jobs.push_back(std::async(std::launch::async, [&s = sources[i]] { return compile(s); }));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      CAPTURE(sources[first + i].summary);
+      CAPTURE(sources[first + i].key);
+      const CompiledKernel c = jobs[i].get();
+      CHECK(cubin_problem(c.cubin, "sm_90a", oproj::kKernelEntryName) == "");
+      CHECK(c.resources.spill_bytes == 0);
+      more(sources[first + i], c);
+    }
+  }
+}
 }  // namespace
 
 TEST_CASE("oproj keys print one name and parse back exactly") {
@@ -68,7 +87,7 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
   CHECK(wg.source.find("#include \"mla_oproj_wg.cuh\"") != std::string::npos);
   CHECK(wg.source != oproj::render(key(8, 256, regimes.back()), Schedule::kTiled).source);
   CHECK(wg.threads == 128);
-  CHECK(wg.smem_bytes == wg.tile.smem_bytes(OutDtype::kBf16));
+  CHECK(wg.smem_bytes == wg.tile.smem_bytes(key(8, 256, regimes.back())));
   CHECK(wg.smem_bytes <= arch_info("sm_90a").max_smem_per_block);
   CHECK_FALSE(oproj::render(key(8, 256, regimes.front()), Schedule::kStationary).tile.stationary);
   CHECK_FALSE(oproj::tile_for(key(8, 256, regimes.back(), WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"),
@@ -81,7 +100,7 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
     CHECK_THROWS_WITH_AS(oproj::parse_schedule(bad), doctest::Contains("SPARK_OPROJ_SCHEDULE"), Error);
   }
   CHECK(a.threads == a.tile.threads());
-  CHECK(a.smem_bytes == a.tile.smem_bytes(k.out));
+  CHECK(a.smem_bytes == a.tile.smem_bytes(k));
   CHECK(oproj::render(key(8, 256, regimes.back(), WeightFormat::kMxfp8, OutDtype::kE4m3)).source != a.source);
   CHECK(oproj::render(key(8, 128, regimes.front(), WeightFormat::kMxfp8, OutDtype::kE4m3)).source != a.source);
 
@@ -189,12 +208,77 @@ TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
       {"1-8192:+32x8x1", "expected BN"},
       {"1-8192:32x8x99999999999", "TM is 99999999999, outside 1..4"},
       {"1-8192:ws:64x128", "expected BN"},
+      {"1-32:ring:32x4x3,33-8192:wg:8", "a ring serves M up to 16"},
+      {"1-16:ring:128x4x3,17-8192:wg:8", "BN is 128, outside 32..64"},
+      {"1-16:ring:48x4x3,17-8192:wg:8", "a ring's BN must be 32 or 64"},
+      {"1-16:ring:32x6x3,17-8192:wg:8", "a ring's KSPLIT must be 4 or 8"},
+      {"1-16:ring:32x16x3,17-8192:wg:8", "KSPLIT is 16, outside 4..8"},
+      {"1-16:ring:32x4x5,17-8192:wg:8", "STAGES is 5, outside 2..4"},
+      {"1-16:ring:32x4x1,17-8192:wg:8", "STAGES is 1, outside 2..4"},
+      {"1-16:ring:64x8x2,17-8192:wg:8", "a ring of 512 threads"},
+      {"1-16:ring:32x4,17-8192:wg:8", "expected 'x' at"},
   };
   for (const auto& [text, rule] : bad) {
     CAPTURE(text);
     CHECK_THROWS_WITH_AS(oproj::parse_tile_override(text), doctest::Contains("SPARK_OPROJ_TILES"), Error);
     CHECK_THROWS_WITH_AS(oproj::parse_tile_override(text), doctest::Contains(rule), Error);
   }
+}
+
+TEST_CASE("SPARK_OPROJ_TILES ring tiles: decode units in a ring of slots, half an SM each") {
+  using oproj::Tiling;
+  const Tiling tiling(oproj::parse_tile_override("1-4:ring:32x4x3,5-16:ring:64x4x2,17-8192:wg:10"));
+  const std::vector<MRegime> regimes = oproj::regimes(tiling);
+  REQUIRE(regimes.size() == 3);
+  const Key bf16 = key(128, 128, regimes[0]);
+  const oproj::Tile a = oproj::tile_for(bf16, tiling);
+  CHECK((a.ring && !a.stationary && a.bn == 32 && a.ksplit == 4 && a.stages == 3 && a.bm() == 16));
+  CHECK(a.threads() == 128);
+  // Three 32-row slots of 1 KB rows and four warp rows' 16 x 32 partial sums: 104 KB, two of
+  // which (with 1 KB each) fit sm_90a's 228 KB.
+  CHECK(a.smem_bytes(bf16) == 3 * 32 * 1024 + 4 * 16 * 32 * 4);
+  CHECK(2 * (a.smem_bytes(bf16) + 1024) <= arch_info("sm_90a").max_smem_per_block + 1024);
+  const oproj::RenderedSource r = oproj::render(bf16, tiling);
+  CHECK(r.source.find("#include \"mla_oproj_ring.cuh\"") != std::string::npos);
+  CHECK(r.source.find("BN = 32, KSPLIT = 4, kStages = 3") != std::string::npos);
+  CHECK(r.source.find("__launch_bounds__(128, 2)") != std::string::npos);
+  CHECK(r.smem_bytes == a.smem_bytes(bf16));
+  // FP8 slots are half the bytes plus the scales, raised to a third of the SM so that no
+  // third CTA fits: 32 x (512 + 16) x 3 + 8 KB is below it.
+  const Key mx = key(128, 128, regimes[0], WeightFormat::kMxfp8, OutDtype::kE4m3);
+  const int sm = arch_info("sm_90a").max_smem_per_block + 1024;
+  CHECK(a.smem_bytes(mx) == sm / 3 - 1024 + 16);
+  CHECK(3 * (a.smem_bytes(mx) + 1024) > sm);
+  CHECK(oproj::render(mx, tiling).source.find(fmt::format("kSmemFloor = {}", sm / 3 - 1024 + 16)) !=
+        std::string::npos);
+  // 64 columns: FP8 weights fit two per SM in two slots, bf16 weights (128 KB of slots) do
+  // not, so they take the built-in tiled tile; so does an arch with 100 KB an SM.
+  CHECK(oproj::tile_for(key(128, 128, regimes[1], WeightFormat::kFp8Block128, OutDtype::kBf16), tiling).ring);
+  const oproj::Tile fallback = oproj::tile_for(key(128, 128, regimes[1]), tiling);
+  CHECK((!fallback.ring && fallback.bn == 64 && fallback.ksplit == 4 && fallback.tm == 1));
+  CHECK_FALSE(oproj::tile_for(key(128, 128, regimes[0], WeightFormat::kBf16, OutDtype::kBf16, "sm_89"), tiling).ring);
+  CHECK(oproj::tile_for(key(128, 128, regimes[0], WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"), tiling).ring);
+}
+
+TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, without spills") {
+  // Each admitted ring (BN x KSPLIT within 256 threads, STAGES 2..4) with bf16 weights, and
+  // with FP8 weights (MXFP8 for even stage counts, block FP8 for odd), where it stays a ring.
+  std::vector<oproj::RenderedSource> sources;
+  for (const auto& [bn, ksplit] : {std::pair{32, 4}, std::pair{32, 8}, std::pair{64, 4}})
+    for (int stages = 2; stages <= 4; ++stages) {
+      const oproj::Tiling tiling(
+          oproj::parse_tile_override(fmt::format("1-16:ring:{}x{}x{},17-8192:32x8x2", bn, ksplit, stages)));
+      const WeightFormat fp8 = stages % 2 == 0 ? WeightFormat::kMxfp8 : WeightFormat::kFp8Block128;
+      for (const auto& [w, out] : {std::pair{WeightFormat::kBf16, OutDtype::kBf16}, std::pair{fp8, OutDtype::kE4m3}}) {
+        const Key k = key(128, 256, {1, 16}, w, out);
+        if (oproj::tile_for(k, tiling).ring) sources.push_back(oproj::render(k, tiling));
+      }
+    }
+  // bf16: 32x4 and 32x8 at two and three slots; FP8: every 32-column ring and 64x4x2.
+  CHECK(sources.size() == 4 + 7);
+  compile_each(sources, [](const oproj::RenderedSource& s, const CompiledKernel& c) {
+    CHECK(2 * s.threads * c.resources.registers <= 65536);  // two CTAs an SM
+  });
 }
 
 TEST_CASE("NVRTC compiles every tile the override admits on sm_90a, without spills") {
@@ -215,17 +299,5 @@ TEST_CASE("NVRTC compiles every tile the override admits on sm_90a, without spil
           sources.push_back(oproj::render(key(8, 256, {1, 8192}, w, out), tiling));
       }
   CHECK(sources.size() == 2 * 20);  // 24 tiles within 512 threads, 4 of them refused at 512
-  const size_t width = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);
-  for (size_t first = 0; first < sources.size(); first += width) {
-    std::vector<std::future<CompiledKernel>> jobs;
-    for (size_t i = first; i < std::min(sources.size(), first + width); ++i)
-      jobs.push_back(std::async(std::launch::async, [&s = sources[i]] { return compile(s); }));
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      CAPTURE(sources[first + i].summary);
-      CAPTURE(sources[first + i].key);
-      const CompiledKernel c = jobs[i].get();
-      CHECK(cubin_problem(c.cubin, "sm_90a", oproj::kKernelEntryName) == "");
-      CHECK(c.resources.spill_bytes == 0);
-    }
-  }
+  compile_each(sources, [](const oproj::RenderedSource&, const CompiledKernel&) {});
 }
