@@ -44,6 +44,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -1397,9 +1398,16 @@ TEST_CASE("run rejects bad arguments with a message naming the argument, and wri
 
 int main(int argc, char** argv) {
   return gpu_suite_main("test_gpu_mla_oproj", argc, argv, [](double secs) {
-    std::printf("oproj gpu suite: %zu cases checked (+%zu identity/graph/PDL/error-path cases), max rel err spark "
-                "%.3e vs cublas %.3e (max err ratio spark/cublas %.4f), %.1f s\n",
-                g_summary.cases, g_summary.extra_checks, g_summary.max_rel_spark, g_summary.max_rel_cublas,
-                g_summary.max_ratio, secs);
+    // Which tiling ran: the same suite runs on the built-in tiles, the stationary schedule
+    // and ring tables (tests/CMakeLists.txt).
+    const char* schedule = std::getenv("SPARK_OPROJ_SCHEDULE");
+    const char* tiles = std::getenv("SPARK_OPROJ_TILES");
+    const std::string tiling = tiles ? std::string("SPARK_OPROJ_TILES=") + tiles
+                               : schedule ? std::string("SPARK_OPROJ_SCHEDULE=") + schedule
+                                          : std::string("built-in tiles");
+    std::printf("oproj gpu suite (%s): %zu cases checked (+%zu identity/graph/PDL/error-path cases), max rel err "
+                "spark %.3e vs cublas %.3e (max err ratio spark/cublas %.4f), %.1f s\n",
+                tiling.c_str(), g_summary.cases, g_summary.extra_checks, g_summary.max_rel_spark,
+                g_summary.max_rel_cublas, g_summary.max_ratio, secs);
   });
 }
