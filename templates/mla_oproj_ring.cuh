@@ -67,11 +67,14 @@ __device__ __forceinline__ void ring_copy_unit(const MlaOprojParams& p, u8* smem
   const int h = u / kBlocksN, n0 = u % kBlocksN * C::BN;
   u8* dst = smem + slot * C::kSlotBytes;
   const u8* src = static_cast<const u8*>(p.w) + (h * p.w_stride_h + n0 * p.w_stride_v) * (C::kFp8 ? 1 : 2);
+  // A thread keeps its vector c of every kRowsPerPass-th row.
+  constexpr int kRowsPerPass = C::kThreads / C::kRowVecs;
+  static_assert(C::kThreads % C::kRowVecs == 0 && C::BN % kRowsPerPass == 0, "whole rows per pass");
   const long long row_stride = p.w_stride_v * (C::kFp8 ? 1 : 2);
-  for (int idx = threadIdx.x; idx < C::BN * C::kRowVecs; idx += C::kThreads) {
-    const int r = idx / C::kRowVecs, c = idx % C::kRowVecs;
-    cp_async_16(dst + r * C::kRowBytes + (c ^ ring_swizzle<C::kFp8>(r)) * 16, src + r * row_stride + c * 16, 16);
-  }
+  const int c = threadIdx.x % C::kRowVecs, r0 = threadIdx.x / C::kRowVecs;
+  src += r0 * row_stride + c * 16;
+  for (int r = r0; r < C::BN; r += kRowsPerPass, src += kRowsPerPass * row_stride)
+    cp_async_16(dst + r * C::kRowBytes + (c ^ ring_swizzle<C::kFp8>(r)) * 16, src, 16);
   if constexpr (C::kFp8) {
     // A row's scales, L / 128 four-byte words: MXFP8's bytes (h, v, 0..L/32) or block
     // FP8's floats of packed row (h + 1) * rows_per_head - V + v.
@@ -181,7 +184,7 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
       for (int c = 0; c < C::kChunks; ++c) a[c][0] = a_next[c][0], a[c][1] = a_next[c][1];
     }
   }
-  cp_async_wait_all();  // no copy outlives the CTA
+  cp_async_wait_all();  // only empty groups are left; drained so that none outlives the CTA
 }
 
 }  // namespace spark

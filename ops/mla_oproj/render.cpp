@@ -21,9 +21,9 @@ namespace {
 // The shared memory of one CTA when two share an SM, on an arch whose per-block maximum is
 // `per_block` (each CTA also costs the SM 1 KB, so the SM has per_block + 1 KB).
 int half_sm_smem(int per_block) { return (per_block + 1024) / 2 - 1024; }
-// A ring CTA's least shared memory: one 16-byte vector past a third of the SM, so that no
-// third CTA fits beside it and the next kernel's.
-int ring_smem_floor(int per_block) { return (per_block + 1024) / 3 - 1024 + 16; }
+// A ring CTA's least shared memory: a third of the SM (less its 1 KB) rounded up past it to
+// whole 16-byte vectors, so that no third CTA fits beside it and the next kernel's.
+int ring_smem_floor(int per_block) { return ((per_block + 1024) / 3 - 1024) / 16 * 16 + 16; }
 
 }  // namespace
 

@@ -249,6 +249,11 @@ TEST_CASE("SPARK_OPROJ_TILES ring tiles: decode units in a ring of slots, half a
   const int sm = arch_info("sm_90a").max_smem_per_block + 1024;
   CHECK(a.smem_bytes(mx) == sm / 3 - 1024 + 16);
   CHECK(3 * (a.smem_bytes(mx) + 1024) > sm);
+  // Whole 16-byte vectors on every arch, and still no third CTA (sm_80: 164 KB an SM).
+  const Key mx80 = key(128, 128, regimes[0], WeightFormat::kMxfp8, OutDtype::kE4m3, "sm_80");
+  CHECK(a.smem_bytes(mx80) % 16 == 0);
+  CHECK(3 * (a.smem_bytes(mx80) + 1024) > arch_info("sm_80").max_smem_per_block + 1024);
+  CHECK(2 * (a.smem_bytes(mx80) + 1024) <= arch_info("sm_80").max_smem_per_block + 1024);
   CHECK(oproj::render(mx, tiling).source.find(fmt::format("kSmemFloor = {}", sm / 3 - 1024 + 16)) !=
         std::string::npos);
   // 64 columns: FP8 weights fit two per SM in two slots, bf16 weights (128 KB of slots) do
