@@ -10,6 +10,7 @@
 #include "tools/spark-bench/calls.h"
 #include "tools/spark-bench/cuda_objects.h"
 #include "tools/spark-bench/device_ops.h"
+#include "tools/spark-bench/kernel_info.h"
 
 namespace spark_bench {
 
@@ -190,6 +191,7 @@ Row run_row(const BenchOptions& o, const BenchEnv& env, const Shape& s, const La
             const Activations& act, const PlanSlot& plan, int m, OutDtype out, int pitch) {
   Row r = base_row(s, m, weights.format(), out, pitch);
   if (s.op == Op::kOproj) r.staged_bmm = o.staged_bmm == StagedBmm::kInto ? "into" : "copy";
+  r.kernel = kernel_of(s, m, weights.format(), out, env.arch);
   const int layers = weights.layers();
   r.layers = layers;
   const RowCalls calls{env, s.pack(), weights, act, m, out, pitch, o.quant, o.staged_bmm};
@@ -387,7 +389,8 @@ void run_shape(const BenchOptions& o, const BenchEnv& env, const Shape& shape, c
   }
 }
 
-void describe_plan(const BenchOptions& o, size_t l2_bytes, size_t budget_bytes, const Table& table) {
+void describe_plan(const BenchOptions& o, size_t l2_bytes, size_t budget_bytes, const std::string& arch,
+                   const Table& table) {
   const std::string layout = o.op == Op::kQproj ? "out row pitch " + join(o.out_pitches)
                                                 : "out row pitch H*V + pad, pad " + join(o.out_pads);
   table.note(fmt::format("{}{} rows; L2 {}; memory budget {}; at least {} layers, raised to hold >= {}x the L2; "
@@ -409,6 +412,14 @@ void describe_plan(const BenchOptions& o, size_t l2_bytes, size_t budget_bytes, 
                                mib(weight_bytes_read(s.pack(), wf) * static_cast<size_t>(lp.layers)),
                                lp.reduced_by_memory ? "  (REDUCED by the budget)" : "",
                                implement_text(o, s, wf)));
+        // The kernels these rows run on `arch`, each once, in M order.
+        std::vector<std::string> kernels;
+        for (const int m : o.ms)
+          for (const OutDtype out : o.outs) {
+            std::string k = kernel_of(s, m, wf, out, arch);
+            if (std::find(kernels.begin(), kernels.end(), k) == kernels.end()) kernels.push_back(std::move(k));
+          }
+        for (const std::string& k : kernels) table.note("  " + arch + " kernel " + k);
       }
     }
   }

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "spark/spark.h"
@@ -43,6 +44,7 @@ struct BenchEnv {
   size_t l2_bytes = 0;
   size_t budget_bytes = 0;  // for activations + weights (the workspace is already taken out)
   double ceiling_tbps = 0.0;
+  std::string arch;  // spark's target for the device, e.g. "sm_90a" (rows name their kernel for it)
 };
 
 // How many rows the options describe.
@@ -59,7 +61,9 @@ void run_shape(const BenchOptions& o, const BenchEnv& env, const Shape& shape, c
 
 // What run_shape would allocate, without a device (for --dry-run), and whether spark accepts
 // the descriptor and the arguments of each (shape, format, out, pitch) (checked on the host by
-// spark_mla_qproj_can_implement or spark_mla_oproj_can_implement, at the largest M).
-void describe_plan(const BenchOptions& o, size_t l2_bytes, size_t budget_bytes, const Table& table);
+// spark_mla_qproj_can_implement or spark_mla_oproj_can_implement, at the largest M), and the
+// kernels its rows run on `arch` (kernel_info.h).
+void describe_plan(const BenchOptions& o, size_t l2_bytes, size_t budget_bytes, const std::string& arch,
+                   const Table& table);
 
 }  // namespace spark_bench

@@ -22,6 +22,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "jit/arch.h"
 #include "spark/spark.h"
 #include "tools/common/cli.h"
 #include "tools/spark-bench/bench.h"
@@ -317,7 +319,18 @@ int main(int argc, char** argv) {
     int l2_attr = 0;
     if (have_gpu && cudaDeviceGetAttribute(&l2_attr, cudaDevAttrL2CacheSize, device) == cudaSuccess && l2_attr > 0)
       l2 = static_cast<size_t>(l2_attr);
-    describe_plan(o, l2, o.mem_budget_bytes, table);
+    // The kernels of the device's arch; without a GPU (or one spark does not target), those
+    // of the H100 / H200 that spark-bench times on.
+    std::string arch = "sm_90a";
+    int major = 0, minor = 0;
+    if (have_gpu && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess) {
+      try {
+        arch = spark::arch_for_compute_capability(major * 10 + minor);
+      } catch (const spark::Error&) {
+      }
+    }
+    describe_plan(o, l2, o.mem_budget_bytes, arch, table);
     return 0;
   }
   if (!have_gpu) {
@@ -388,6 +401,7 @@ int main(int argc, char** argv) {
     env.l2_bytes = info.l2_bytes;
     env.budget_bytes = std::min(o.mem_budget_bytes, free_b > kFreeMemoryMargin ? free_b - kFreeMemoryMargin : 0);
     env.ceiling_tbps = ceiling.tbps;
+    env.arch = spark::arch_for_compute_capability(info.cc_major * 10 + info.cc_minor);
 
     std::printf("method: >= %d layers of distinct weights per graph (raised to hold >= %dx the L2), %d replays per "
                 "arm after %d warm-ups, ABBA-alternated; staged e4m3 quant %s%s; spark PDL %s\n",

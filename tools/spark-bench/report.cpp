@@ -143,6 +143,7 @@ nlohmann::ordered_json row_json(const Row& r, double ceiling_tbps) {
   j["staged_us_min"] = rounded(r.staged.min(), 4);
   j["staged_us_max"] = rounded(r.staged.max(), 4);
   if (!r.staged_bmm.empty()) j["staged_bmm"] = r.staged_bmm;  // which staged baseline the ratio is against
+  if (!r.kernel.empty()) j["kernel"] = r.kernel;
   j["ratio"] = rounded(r.ratio(), 5);
   j["achieved_bytes_per_s"] = std::round(r.achieved_bytes_per_s());
   j["fraction_of_ceiling"] = rounded(r.fraction(ceiling_tbps), 5);

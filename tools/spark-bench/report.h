@@ -36,6 +36,7 @@ struct Row {
   CheckCounts pre, post;  // layer 0 before timing; the graphs' last layer after timing
   double bytes = 0.0;     // floor_bytes(): the logical bytes, never a pitch's pad
   std::string staged_bmm;  // a measured oproj row: its staged arm's bmm, "copy" or "into"
+  std::string kernel;      // a measured row: spark's kernel, "KEY: TILE" (kernel_info.h)
 
   bool ok() const { return status == "ok"; }
   // out_pitch when out's rows are unpadded: 576, or H*V.
