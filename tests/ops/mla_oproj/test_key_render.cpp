@@ -25,7 +25,7 @@ Key key(int heads, int v, MRegime regime, WeightFormat w = WeightFormat::kBf16, 
 }
 bool is_elf(const std::string& b) { return b.size() > 64 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0; }
 
-// Compiles the sources a few at a time, each for sm_90a without spills, then `more` on each.
+// Compiles the sources a few at a time, each for its arch without spills, then `more` on each.
 template <class More>
 void compile_each(const std::vector<oproj::RenderedSource>& sources, More more) {
   const size_t width = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);
@@ -37,7 +37,7 @@ void compile_each(const std::vector<oproj::RenderedSource>& sources, More more) 
       CAPTURE(sources[first + i].summary);
       CAPTURE(sources[first + i].key);
       const CompiledKernel c = jobs[i].get();
-      CHECK(cubin_problem(c.cubin, "sm_90a", oproj::kKernelEntryName) == "");
+      CHECK(cubin_problem(c.cubin, sources[first + i].arch, oproj::kKernelEntryName) == "");
       CHECK(c.resources.spill_bytes == 0);
       more(sources[first + i], c);
     }
@@ -265,9 +265,10 @@ TEST_CASE("SPARK_OPROJ_TILES ring tiles: decode units in a ring of slots, half a
   CHECK(oproj::tile_for(key(128, 128, regimes[0], WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"), tiling).ring);
 }
 
-TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, without spills") {
+TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, and one on other archs") {
   // Each admitted ring (BN x KSPLIT within 256 threads, STAGES 2..4) with bf16 weights, and
-  // with FP8 weights (MXFP8 for even stage counts, block FP8 for odd), where it stays a ring.
+  // with FP8 weights (MXFP8 for even stage counts, block FP8 for odd), where it stays a ring;
+  // then 32x4x2 on the archs of other families (sm_89 and sm_120a: FP8 only, 100 KB an SM).
   std::vector<oproj::RenderedSource> sources;
   for (const auto& [bn, ksplit] : {std::pair{32, 4}, std::pair{32, 8}, std::pair{64, 4}})
     for (int stages = 2; stages <= 4; ++stages) {
@@ -281,6 +282,17 @@ TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, wi
     }
   // bf16: 32x4 and 32x8 at two and three slots; FP8: every 32-column ring and 64x4x2.
   CHECK(sources.size() == 4 + 7);
+  const oproj::Tiling small(oproj::parse_tile_override("1-16:ring:32x4x2,17-8192:32x8x2"));
+  for (const char* arch : {"sm_80", "sm_89", "sm_100a", "sm_120a"})
+    for (const auto& [w, out] : {std::pair{WeightFormat::kBf16, OutDtype::kBf16},
+                                 std::pair{WeightFormat::kFp8Block128, OutDtype::kE4m3}}) {
+      const Key k = key(16, 128, {1, 16}, w, out, arch);
+      const bool hundred_kb = std::string(arch) == "sm_89" || std::string(arch) == "sm_120a";
+      CAPTURE(k.name());
+      CHECK(oproj::tile_for(k, small).ring == (w != WeightFormat::kBf16 || !hundred_kb));
+      if (oproj::tile_for(k, small).ring) sources.push_back(oproj::render(k, small));
+    }
+  CHECK(sources.size() == 4 + 7 + 6);
   compile_each(sources, [](const oproj::RenderedSource& s, const CompiledKernel& c) {
     CHECK(2 * s.threads * c.resources.registers <= 65536);  // two CTAs an SM
   });
