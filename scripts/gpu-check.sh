@@ -6,7 +6,7 @@
 #
 # The query projection's suites (bf16, MXFP8 and block-FP8 weights), the value up-projection's
 # on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary and with ring tiles at
-# decode (SPARK_OPROJ_TILES, the table tests/CMakeLists.txt gives test_gpu_mla_oproj_ring), the cache statistics
+# decode (SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt, as test_gpu_mla_oproj_ring), the cache statistics
 # test, the Python package's GPU tests (the torch ops, loading BUILD_DIR's libspark.so
 # through SPARK_LIBRARY; they need torch and pytest), and a few rows of spark-bench per op
 # (its output check against the staged path, and that it runs at all before a grid).  Each suite's output goes to LOG_DIR
@@ -18,6 +18,7 @@ build=${BUILD_DIR:-build}
 logs=${LOG_DIR:-$build/gpu-check}
 py=${PYTHON:-python3}
 
+ring_tiles=$(<tests/gpu/oproj_ring_tiles.txt)
 # name | test binary (or "pytest", "spark-bench") | environment (VAR=value, - for none)
 suites=(
   "qproj|test_gpu_mla_qproj|-"
@@ -25,7 +26,7 @@ suites=(
   "qproj-fp8-block|test_gpu_mla_qproj_fp8_block|-"
   "oproj|test_gpu_mla_oproj|-"
   "oproj-stationary|test_gpu_mla_oproj|SPARK_OPROJ_SCHEDULE=stationary"
-  "oproj-ring|test_gpu_mla_oproj|SPARK_OPROJ_TILES=1-2:ring:32x4x3,3-8:ring:32x8x2,9-16:ring:64x4x2,17-8192:32x8x2"
+  "oproj-ring|test_gpu_mla_oproj|SPARK_OPROJ_TILES=$ring_tiles"
   "cache-stats|test_gpu_cache_stats|-"
   "python|pytest|-"
   "bench-qproj|spark-bench|-"

@@ -4,7 +4,8 @@
 #   scripts/gpu-sanitize.sh [TOOL...]      TOOL: memcheck racecheck synccheck initcheck (default: all)
 #
 # Each tool runs the suites whole (the query projection's bf16 and MXFP8 suites, the value
-# up-projection's on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary), or
+# up-projection's on its tiled schedule, again with SPARK_OPROJ_SCHEDULE=stationary and with
+# the ring tiles at decode, SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt), or
 # with CASES=subset a part of them that still reaches every kernel family (per-tile decode
 # tiles with and without K chunks, flat copies, the weight-stationary mma.sync and wgmma
 # kernels; bf16 and FP8 weights; bf16 and e4m3 output; pitched views, graphs, PDL) at every M
@@ -29,28 +30,26 @@ mkdir -p "$logs"
 subset_bf16='*H=8 K=192*,*H=64 K=128*,*H=128 K=192*,CUDA graph*,PDL plan*'
 subset_mxfp8='*weights: H=8 K=128*,*weights: H=32 K=128*,*weights: H=128 K=192*,*NaN scale*,*padded pitches*'
 subset_oproj='*H=8 V=256*,*H=128 V=128*,*effective weights bitwise*H=8 V=256*,CUDA graph*fp8-block*,PDL plan*'
-# suite binary : SPARK_OPROJ_SCHEDULE (- for unset) : spark's kernel name : CASES=subset filter
+ring_tiles=$(<tests/gpu/oproj_ring_tiles.txt)
+# suite binary | log name | environment (VAR=value, - for none) | spark's kernel name | CASES=subset filter
 suites=(
-  "test_gpu_mla_qproj:-:spark_mla_qproj:$subset_bf16"
-  "test_gpu_mla_qproj_mxfp8:-:spark_mla_qproj:$subset_mxfp8"
-  "test_gpu_mla_oproj:-:spark_mla_oproj:$subset_oproj"
-  "test_gpu_mla_oproj:stationary:spark_mla_oproj:$subset_oproj"
+  "test_gpu_mla_qproj|test_gpu_mla_qproj|-|spark_mla_qproj|$subset_bf16"
+  "test_gpu_mla_qproj_mxfp8|test_gpu_mla_qproj_mxfp8|-|spark_mla_qproj|$subset_mxfp8"
+  "test_gpu_mla_oproj|test_gpu_mla_oproj|-|spark_mla_oproj|$subset_oproj"
+  "test_gpu_mla_oproj|test_gpu_mla_oproj-stationary|SPARK_OPROJ_SCHEDULE=stationary|spark_mla_oproj|$subset_oproj"
+  "test_gpu_mla_oproj|test_gpu_mla_oproj-ring|SPARK_OPROJ_TILES=$ring_tiles|spark_mla_oproj|$subset_oproj"
 )
 
 failed=0
 printf '%-10s %-38s %6s %s\n' tool suite exit summary
 for tool in "${tools[@]}"; do
   for entry in "${suites[@]}"; do
-    IFS=: read -r suite schedule kernel cases <<<"$entry"
+    IFS='|' read -r suite name environment kernel cases <<<"$entry"
     [ "${CASES:-all}" = all ] && cases='*'
     extra=(--kernel-name "kns=$kernel" --error-exitcode 86)
     [ "$tool" = racecheck ] && extra=()
-    name=$suite
     env_args=()
-    if [ "$schedule" != - ]; then
-      name="$suite-$schedule"
-      env_args=(env "SPARK_OPROJ_SCHEDULE=$schedule")
-    fi
+    [ "$environment" != - ] && env_args=(env "$environment")
     log="$logs/$tool-$name.log"
     "${env_args[@]}" "$sanitizer" --tool "$tool" --print-limit 1000 "${extra[@]}" "$build/tests/$suite" -tc="$cases" \
       >"$log" 2>&1
