@@ -208,6 +208,27 @@ MxCoverage mx_coverage(const MxWeights& w) {
   return c;
 }
 
+std::string mx_coverage_gaps(const MxWeights& w) {
+  const MxCoverage cov = mx_coverage(w);
+  size_t missing_bytes = 0, large_bytes = 0, missing_codes = 0, nan_codes = 0, incomplete_pairs = 0;
+  for (int b = 0; b <= 246; ++b) missing_bytes += cov.scale_count[b] == 0;
+  for (int b = 247; b <= 255; ++b) large_bytes += cov.scale_count[b];
+  for (int v = 0; v < 256; ++v) {
+    if (e4m3_is_nan(static_cast<uint8_t>(v))) {
+      nan_codes += cov.value_count[v];
+    } else {
+      missing_codes += cov.value_count[v] == 0;
+    }
+  }
+  for (uint8_t b : full_coverage_scale_bytes()) incomplete_pairs += cov.codes_with_byte[b] != 254;
+  if (missing_bytes + large_bytes + missing_codes + nan_codes + incomplete_pairs == 0) return "";
+  std::ostringstream o;
+  o << "generator coverage: " << missing_bytes << " scale bytes of 0..246 missing, " << large_bytes
+    << " groups with bytes > 246, " << missing_codes << " non-NaN codes missing, " << nan_codes << " NaN values, "
+    << incomplete_pairs << " full-coverage bytes not paired with all 254 codes";
+  return o.str();
+}
+
 void make_identity_q(int H, int K, int R, int M, uint64_t seed, std::vector<uint16_t>& q) {
   const size_t row = static_cast<size_t>(K + R);
   q.assign(static_cast<size_t>(M) * H * row, 0);

@@ -91,6 +91,10 @@ struct MxCoverage {
   std::array<int, 256> codes_with_byte{};
 };
 MxCoverage mx_coverage(const MxWeights& w);
+// What fill_mx_exhaustive promises and `w` lacks: "" when every scale byte 0..246 is used
+// (none above), every non-NaN value code (no NaN value), and every full-coverage byte paired
+// with all 254 non-NaN codes; else the counts of each gap, for the test's message.
+std::string mx_coverage_gaps(const MxWeights& w);
 
 // Identity-like q: bf16 [M, H, K+R] token-major; q_nope row m of every head is the unit
 // vector e_{m mod K} (1.0 at k = m mod K, +0 elsewhere: the only zeros of the inputs);

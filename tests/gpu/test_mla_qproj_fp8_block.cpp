@@ -190,7 +190,7 @@ TEST_CASE("fp8-block: plans for every shape of the suite (created in parallel)")
   std::vector<Job> jobs;
   for (int H : kHeads)
     for (int K : kNopes)
-      for (spark_dtype d : {SPARK_DTYPE_BF16, SPARK_DTYPE_E4M3}) jobs.push_back({H, K, d});
+      for (spark_dtype d : {SPARK_DTYPE_BF16, SPARK_DTYPE_E4M3}) jobs.push_back({H, K, d, SPARK_ERROR_INTERNAL, {}});
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
