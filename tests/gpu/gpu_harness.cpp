@@ -260,6 +260,23 @@ LayoutReport check_layout(const Shape& s, const std::vector<T>& out, T poison_va
 template LayoutReport check_layout<uint16_t>(const Shape&, const std::vector<uint16_t>&, uint16_t);
 template LayoutReport check_layout<uint8_t>(const Shape&, const std::vector<uint8_t>&, uint8_t);
 
+AccuracyReport accuracy_from_sums(const std::vector<double>& spark2, const std::vector<double>& cublas2,
+                                  const std::vector<double>& ref2) {
+  double s2 = 0, c2 = 0, r2 = 0;
+  for (size_t i = 0; i < spark2.size(); ++i) {
+    s2 += spark2[i];
+    c2 += cublas2[i];
+    r2 += ref2[i];
+  }
+  AccuracyReport a;
+  a.err_spark = std::sqrt(s2);
+  a.err_cublas = std::sqrt(c2);
+  a.ref_norm = std::sqrt(r2);
+  a.rel_spark = a.ref_norm > 0 ? a.err_spark / a.ref_norm : a.err_spark;
+  a.rel_cublas = a.ref_norm > 0 ? a.err_cublas / a.ref_norm : a.err_cublas;
+  return a;
+}
+
 AccuracyReport check_bf16(const Shape& s, const std::vector<uint16_t>& out, const std::vector<uint16_t>& cub,
                           const std::vector<double>& ref, const std::vector<uint16_t>& q) {
   const size_t rows = static_cast<size_t>(s.M) * s.H;
@@ -307,18 +324,7 @@ AccuracyReport check_bf16(const Shape& s, const std::vector<uint16_t>& out, cons
     if (nn > 3) nonfinite.add_count(nn - 3);
     if (nr > 3) rope.add_count(nr - 3);
   });
-  AccuracyReport a;
-  double s2 = 0, c2 = 0, r2 = 0;
-  for (unsigned i = 0; i < slots; ++i) {
-    s2 += es[i];
-    c2 += ec[i];
-    r2 += rn[i];
-  }
-  a.err_spark = std::sqrt(s2);
-  a.err_cublas = std::sqrt(c2);
-  a.ref_norm = std::sqrt(r2);
-  a.rel_spark = a.ref_norm > 0 ? a.err_spark / a.ref_norm : a.err_spark;
-  a.rel_cublas = a.ref_norm > 0 ? a.err_cublas / a.ref_norm : a.err_cublas;
+  AccuracyReport a = accuracy_from_sums(es, ec, rn);
   a.nonfinite = nonfinite.count();
   a.rope_mismatch = rope.count();
   a.examples = nonfinite.str() + rope.str();

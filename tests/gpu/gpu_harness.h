@@ -274,6 +274,11 @@ struct AccuracyReport {
   std::string examples;
 };
 
+// The report's norms from per-thread sums of squares: spark's error, cuBLAS's error and the
+// reference (entry i of each one thread's share), and the relative errors they give.
+AccuracyReport accuracy_from_sums(const std::vector<double>& spark2, const std::vector<double>& cublas2,
+                                  const std::vector<double>& ref2);
+
 // out: the bf16 out allocation; cub: dense [H, M, N] cuBLAS result (may be empty: no
 // cuBLAS comparison); ref: dense [M, H, N] doubles; q: host [M, H, K+R].
 AccuracyReport check_bf16(const Shape& s, const std::vector<uint16_t>& out, const std::vector<uint16_t>& cub,

@@ -577,18 +577,7 @@ AccuracyReport check_accuracy(const Case& c, const std::vector<uint16_t>& out, c
     rn[chunk] += r2;
     if (nn > 3) nonfinite.add_count(nn - 3);
   });
-  AccuracyReport a;
-  double s2 = 0, c2 = 0, r2 = 0;
-  for (unsigned i = 0; i < slots; ++i) {
-    s2 += es[i];
-    c2 += ec[i];
-    r2 += rn[i];
-  }
-  a.err_spark = std::sqrt(s2);
-  a.err_cublas = std::sqrt(c2);
-  a.ref_norm = std::sqrt(r2);
-  a.rel_spark = a.ref_norm > 0 ? a.err_spark / a.ref_norm : a.err_spark;
-  a.rel_cublas = a.ref_norm > 0 ? a.err_cublas / a.ref_norm : a.err_cublas;
+  AccuracyReport a = accuracy_from_sums(es, ec, rn);
   a.nonfinite = nonfinite.count();
   a.rope_mismatch = 0;  // no RoPE part in this op
   a.examples = nonfinite.str();
