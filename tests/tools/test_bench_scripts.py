@@ -1,4 +1,5 @@
-"""bench/compare.py, summarize.py and targets.py on spark-bench files that hold both ops' rows.
+"""bench/compare.py, summarize.py and targets.py on spark-bench files that hold both ops' rows,
+and bench/run-oproj.sh's steps on stand-in tools.
 
 Run by ctest (python3 tests/tools/test_bench_scripts.py); needs only the standard library.
 The rows are made up here in spark-bench's JSON layout, so the expected numbers are known.
@@ -96,6 +97,70 @@ class BenchScripts(unittest.TestCase):
         self.assertIn("mxfp8: H=128 M<=16 time / own floor (<= 1.3)\n  PDL off: 1.50–1.50\n  PDL on:  n/a", out)
         self.assertIn("mxfp8: H=128 M<=16 time / bf16-weight time\n  PDL off: 0.50–0.50", out)
         self.assertIn("bf16 out, fraction of ceiling (>= 80%)\n  PDL off: 90%–90%", out)
+
+
+# A stand-in for spark-bench and spark-prewarm: prints its name, arguments and the tiling
+# variables, and writes the --json file it is given.
+STAND_IN = """#!/bin/sh
+echo "$(basename "$0") $* SCHEDULE=${SPARK_OPROJ_SCHEDULE:-} TILES=${SPARK_OPROJ_TILES:-}"
+while [ $# -gt 0 ]; do [ "$1" = --json ] && echo '{}' > "$2"; shift; done
+"""
+
+
+class RunOproj(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        tools = os.path.join(self.dir.name, "build", "tools")
+        os.makedirs(tools)
+        for name in ("spark-bench", "spark-prewarm"):
+            path = os.path.join(tools, name)
+            with open(path, "w") as f:
+                f.write(STAND_IN)
+            os.chmod(path, 0o755)
+        self.out = os.path.join(self.dir.name, "out")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def run_steps(self, *steps, hook=None):
+        env = dict(os.environ, BUILD_DIR=os.path.join(self.dir.name, "build"))
+        env.pop("SPARK_OPROJ_TILES", None)
+        env.pop("SPARK_OPROJ_SCHEDULE", None)
+        if hook:
+            env["STEP_HOOK"] = hook
+        return subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), self.out, *steps], capture_output=True,
+                              text=True, env=env)
+
+    def log(self, step):
+        with open(os.path.join(self.out, step + ".log")) as f:
+            return f.read()
+
+    def test_steps_run_in_the_order_given_with_their_tilings(self):
+        done = self.run_steps("tiled-128", "stationary-128", "prewarm", hook="echo hooked")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        lines = done.stdout.splitlines()
+        self.assertEqual([line.split()[0] for line in lines if not line.startswith("hooked")],
+                         ["tiled-128", "stationary-128", "prewarm"])
+        self.assertEqual(done.stdout.count("hooked"), 3)
+        self.assertIn("--heads 128 --v-head-dim 128 --weights bf16 --m 64,256,4096", self.log("tiled-128"))
+        self.assertIn("SCHEDULE= TILES=", self.log("tiled-128"))
+        self.assertIn("SCHEDULE=stationary", self.log("stationary-128"))
+        self.assertTrue(os.path.exists(os.path.join(self.out, "stationary-h128-pdl.json")))
+        prewarm = self.log("prewarm")
+        self.assertIn("TILES=1-16:ring:32x4x3,17-8192:wg:10", prewarm)
+        self.assertIn("TILES=1-16:64x8x1,17-8192:wg:10", prewarm)
+        self.assertEqual(prewarm.count("spark-prewarm"), 2 + 6)  # built-in, stationary, six tables
+
+    def test_an_unknown_step_is_refused_before_anything_runs(self):
+        done = self.run_steps("prewarm", "grid")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("STEP 'grid' is not one of", done.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_list(self):
+        done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), "--list"], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0)
+        self.assertEqual(done.stdout.split()[:3], ["check", "prewarm", "stationary-128"])
 
 
 if __name__ == "__main__":
