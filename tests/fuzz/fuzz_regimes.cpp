@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -47,9 +48,21 @@ void check_oproj(std::string_view text) {
   for (const spark::oproj::RegimeTile& e : table) {
     const spark::oproj::Tile& t = e.tile;
     if (t.threads() < 32 || t.threads() > 512 || t.bm() < 16 || t.bm() > 64) __builtin_trap();
-    for (const spark::OutDtype out : {spark::OutDtype::kBf16, spark::OutDtype::kE4m3})
-      if (t.smem_bytes(out) <= 0 || t.smem_bytes(out) > 232448) __builtin_trap();
+    if (t.ring && (e.regime.m_max > 16 || t.threads() > 256 || t.stages < 2 || t.stages > 4)) __builtin_trap();
     if (t.describe().empty()) __builtin_trap();
+    // The tile a key of the regime gets (a ring or wg tile that does not fit the arch falls
+    // back to the built-in tiled one): a ring within half an SM; on sm_90a every admitted
+    // tile within the arch (on sm_86 a large tiled one is refused when rendered).
+    const spark::oproj::Tiling tiling(table);
+    for (const spark::WeightFormat w : {spark::WeightFormat::kBf16, spark::WeightFormat::kMxfp8})
+      for (const spark::OutDtype out : {spark::OutDtype::kBf16, spark::OutDtype::kE4m3})
+        for (const auto& [arch, per_block] : {std::pair{"sm_90a", 232448}, std::pair{"sm_86", 101376}}) {
+          const auto key = spark::oproj::Key::of(8, 256, e.regime, w, out, arch);
+          const spark::oproj::Tile u = spark::oproj::tile_for(key, tiling);
+          const int smem = u.smem_bytes(key);
+          if (smem <= 0 || (per_block == 232448 && smem > per_block)) __builtin_trap();
+          if (u.ring && 2 * (smem + 1024) > per_block + 1024) __builtin_trap();
+        }
   }
 }
 
