@@ -20,7 +20,7 @@ decode_tables="default=
 ring32x4x3=1-16:ring:32x4x3,$rest
 ring32x8x3=1-16:ring:32x8x3,$rest
 ring32x4x2=1-16:ring:32x4x2,$rest
-ring64x4x2=1-16:ring:64x4x2,$rest
+ring32x8x2=1-16:ring:32x8x2,$rest
 t32x16x1=1-16:32x16x1,$rest
 t64x8x1=1-16:64x8x1,$rest"
 large_m=1,4,16,32,64,256,1024,4096,8192

@@ -87,7 +87,8 @@ __device__ __forceinline__ void ring_copy_unit(const MlaOprojParams& p, u8* smem
         from = static_cast<const u8*>(p.w_scale) + h * p.w_scale_stride_h + v * p.w_scale_stride_v + 4 * q;
       } else {
         const long long packed = (h + 1) * p.w_scale_stride_h - C::V + v;
-        from = reinterpret_cast<const u8*>(static_cast<const float*>(p.w_scale) + (packed / 128) * p.w_scale_stride_v + q);
+        const float* word = static_cast<const float*>(p.w_scale) + (packed / 128) * p.w_scale_stride_v + q;
+        from = reinterpret_cast<const u8*>(word);
       }
       cp_async_4(scales + r * C::kScaleRowBytes + 4 * q, from);
     }
@@ -142,7 +143,8 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
     // reads and its partial sums), so that slot takes unit j + kStages - 1.
     cp_async_wait_group<C::kStages - 2>();
     __syncthreads();
-    if (j + C::kStages - 1 < count) ring_copy_unit<C>(p, smem, first + j + C::kStages - 1, (j + C::kStages - 1) % C::kStages);
+    const int ahead = j + C::kStages - 1;
+    if (ahead < count) ring_copy_unit<C>(p, smem, first + ahead, ahead % C::kStages);
     cp_async_commit();
 
     const int u = first + j, h = u / kBlocksN, nb = u % kBlocksN;
@@ -165,8 +167,8 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
         const int r = nw * 32 + 8 * jj + g;
         const u8* row = slot + r * C::kRowBytes;
         if constexpr (C::kFp8) {
-          const int off = l;  // a byte per weight
-          const uint2 q = *reinterpret_cast<const uint2*>(row + (((off >> 4) ^ ring_swizzle<true>(r)) << 4) + (off & 15));
+          // A byte per weight: vector l / 16, its first or second half.
+          const uint2 q = *reinterpret_cast<const uint2*>(row + (((l >> 4) ^ ring_swizzle<true>(r)) << 4) + (l & 15));
           const u8* srow = scales + r * C::kScaleRowBytes;
           const float s = C::kWeights == WeightKind::kMxfp8 ? e8m0_to_float(srow[l / 32])
                                                             : reinterpret_cast<const float*>(srow)[l / 128];

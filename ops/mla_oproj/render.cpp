@@ -99,11 +99,16 @@ Tile read_ring_tile(ItemReader& r) {
               "{}: a ring's KSPLIT must be 4 or 8: each lane keeps its share of L = {} of a head's o rows in "
               "registers, twice (got {})",
               r.item(), kL, t.ksplit);
-  // Two CTAs share the SM's 64 K registers: 128 a lane at 256 threads.
+  // Two CTAs share the SM's 64 K registers: 128 a lane at 256 threads, of which a head's o
+  // fragments and the next head's take 256 / KSPLIT.
   SPARK_CHECK(t.threads() <= 256, SPARK_ERROR_INVALID_ARGUMENT,
               "{}: a ring of {} threads (BN / 32 x KSPLIT warps) is more than 256, the most of which two CTAs keep "
               "128 registers a lane",
               r.item(), t.threads());
+  SPARK_CHECK(t.threads() < 256 || t.ksplit == 8, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: a ring of 256 threads needs KSPLIT 8: two such CTAs leave a lane 128 registers, and at KSPLIT {} "
+              "the o fragments of two heads take {} of them",
+              r.item(), t.ksplit, 256 / t.ksplit);
   return t;
 }
 
@@ -237,6 +242,10 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
                         : key.weights == WeightFormat::kMxfp8 ? "spark::WeightKind::kMxfp8"
                                                               : "spark::WeightKind::kFp8Block128";
   const Tile& t = r.tile;
+  // The schedule's header, layout and driver.
+  const char* header = t.stationary ? "mla_oproj_wg.cuh" : t.ring ? "mla_oproj_ring.cuh" : "mla_oproj.cuh";
+  const char* config = t.stationary ? "MlaOprojWgConfig" : t.ring ? "MlaOprojRingConfig" : "MlaOprojConfig";
+  const char* driver = t.stationary ? "mla_oproj_wg" : t.ring ? "mla_oproj_ring" : "mla_oproj";
   std::string choices;
   if (t.stationary) {
     choices = fmt::format("  static constexpr int kStages = {};\n", t.stages);
@@ -265,12 +274,12 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
       "  spark::{driver}<Config>(params);\n"
       "}}\n",
       fmt::arg("key", r.key), fmt::arg("gen", kGeneratorVersion), fmt::arg("tile", r.summary),
-      fmt::arg("smem", r.smem_bytes), fmt::arg("header", t.stationary ? "mla_oproj_wg.cuh" : t.ring ? "mla_oproj_ring.cuh" : "mla_oproj.cuh"),
+      fmt::arg("smem", r.smem_bytes), fmt::arg("header", header),
       fmt::arg("v", key.v), fmt::arg("l", key.l), fmt::arg("choices", choices), fmt::arg("out", out),
-      fmt::arg("weights", weights), fmt::arg("config", t.stationary ? "MlaOprojWgConfig" : t.ring ? "MlaOprojRingConfig" : "MlaOprojConfig"),
+      fmt::arg("weights", weights), fmt::arg("config", config),
       fmt::arg("threads", r.threads), fmt::arg("entry", kKernelEntryName),
       fmt::arg("bounds", t.ring ? fmt::format("{}, 2", r.threads) : std::to_string(r.threads)),
-      fmt::arg("driver", t.stationary ? "mla_oproj_wg" : t.ring ? "mla_oproj_ring" : "mla_oproj"));
+      fmt::arg("driver", driver));
   return r;
 }
 

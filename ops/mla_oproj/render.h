@@ -72,7 +72,8 @@ struct Tiling {
 // BN 32, 64 or 128; KSPLIT 4, 8 or 16 (warps along L = 512: fewer would hold more weights
 // per lane than its registers); TM 1..4; at most 512 threads (BN / 32 x KSPLIT <= 16), and
 // at 512 threads 16 / KSPLIT + TM <= 5 (the registers a lane has then).  wg: STAGES 3..10.
-// ring: HI <= 16 (one 16-row tile per unit), BN 32 or 64, KSPLIT 4 or 8, STAGES 2..4.  A
+// ring: HI <= 16 (one 16-row tile per unit), BN 32 or 64, KSPLIT 4 or 8, at most 256
+// threads and KSPLIT 8 at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  A
 // tile's shared memory is checked against the arch when a key is rendered.
 std::vector<RegimeTile> parse_tile_override(std::string_view text);
 // SPARK_OPROJ_SCHEDULE and SPARK_OPROJ_TILES, read once; setting both is INVALID_ARGUMENT.

@@ -216,6 +216,7 @@ TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
       {"1-16:ring:32x4x5,17-8192:wg:8", "STAGES is 5, outside 2..4"},
       {"1-16:ring:32x4x1,17-8192:wg:8", "STAGES is 1, outside 2..4"},
       {"1-16:ring:64x8x2,17-8192:wg:8", "a ring of 512 threads"},
+      {"1-16:ring:64x4x2,17-8192:wg:8", "a ring of 256 threads needs KSPLIT 8"},
       {"1-16:ring:32x4,17-8192:wg:8", "expected 'x' at"},
   };
   for (const auto& [text, rule] : bad) {
@@ -227,7 +228,7 @@ TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
 
 TEST_CASE("SPARK_OPROJ_TILES ring tiles: decode units in a ring of slots, half an SM each") {
   using oproj::Tiling;
-  const Tiling tiling(oproj::parse_tile_override("1-4:ring:32x4x3,5-16:ring:64x4x2,17-8192:wg:10"));
+  const Tiling tiling(oproj::parse_tile_override("1-4:ring:32x4x3,5-16:ring:32x4x4,17-8192:wg:10"));
   const std::vector<MRegime> regimes = oproj::regimes(tiling);
   REQUIRE(regimes.size() == 3);
   const Key bf16 = key(128, 128, regimes[0]);
@@ -256,8 +257,8 @@ TEST_CASE("SPARK_OPROJ_TILES ring tiles: decode units in a ring of slots, half a
   CHECK(2 * (a.smem_bytes(mx80) + 1024) <= arch_info("sm_80").max_smem_per_block + 1024);
   CHECK(oproj::render(mx, tiling).source.find(fmt::format("kSmemFloor = {}", sm / 3 - 1024 + 16)) !=
         std::string::npos);
-  // 64 columns: FP8 weights fit two per SM in two slots, bf16 weights (128 KB of slots) do
-  // not, so they take the built-in tiled tile; so does an arch with 100 KB an SM.
+  // Four slots: FP8 weights fit two CTAs an SM, bf16 weights (128 KB of slots) do not, so they
+  // take the built-in tiled tile; so does an arch with 100 KB an SM.
   CHECK(oproj::tile_for(key(128, 128, regimes[1], WeightFormat::kFp8Block128, OutDtype::kBf16), tiling).ring);
   const oproj::Tile fallback = oproj::tile_for(key(128, 128, regimes[1]), tiling);
   CHECK((!fallback.ring && fallback.bn == 64 && fallback.ksplit == 4 && fallback.tm == 1));
@@ -266,11 +267,11 @@ TEST_CASE("SPARK_OPROJ_TILES ring tiles: decode units in a ring of slots, half a
 }
 
 TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, and one on other archs") {
-  // Each admitted ring (BN x KSPLIT within 256 threads, STAGES 2..4) with bf16 weights, and
+  // Each admitted ring (32x4 and 32x8, STAGES 2..4) with bf16 weights, and
   // with FP8 weights (MXFP8 for even stage counts, block FP8 for odd), where it stays a ring;
   // then 32x4x2 on the archs of other families (sm_89 and sm_120a: FP8 only, 100 KB an SM).
   std::vector<oproj::RenderedSource> sources;
-  for (const auto& [bn, ksplit] : {std::pair{32, 4}, std::pair{32, 8}, std::pair{64, 4}})
+  for (const auto& [bn, ksplit] : {std::pair{32, 4}, std::pair{32, 8}})
     for (int stages = 2; stages <= 4; ++stages) {
       const oproj::Tiling tiling(
           oproj::parse_tile_override(fmt::format("1-16:ring:{}x{}x{},17-8192:32x8x2", bn, ksplit, stages)));
@@ -280,8 +281,8 @@ TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, an
         if (oproj::tile_for(k, tiling).ring) sources.push_back(oproj::render(k, tiling));
       }
     }
-  // bf16: 32x4 and 32x8 at two and three slots; FP8: every 32-column ring and 64x4x2.
-  CHECK(sources.size() == 4 + 7);
+  // bf16: 32x4 and 32x8 at two and three slots; FP8: every one.
+  CHECK(sources.size() == 4 + 6);
   const oproj::Tiling small(oproj::parse_tile_override("1-16:ring:32x4x2,17-8192:32x8x2"));
   for (const char* arch : {"sm_80", "sm_89", "sm_100a", "sm_120a"})
     for (const auto& [w, out] : {std::pair{WeightFormat::kBf16, OutDtype::kBf16},
@@ -292,7 +293,7 @@ TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, an
       CHECK(oproj::tile_for(k, small).ring == (w != WeightFormat::kBf16 || !hundred_kb));
       if (oproj::tile_for(k, small).ring) sources.push_back(oproj::render(k, small));
     }
-  CHECK(sources.size() == 4 + 7 + 6);
+  CHECK(sources.size() == 4 + 6 + 6);
   compile_each(sources, [](const oproj::RenderedSource& s, const CompiledKernel& c) {
     CHECK(2 * s.threads * c.resources.registers <= 65536);  // two CTAs an SM
   });
