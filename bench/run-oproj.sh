@@ -14,15 +14,16 @@ build=${BUILD_DIR:-build}
 bench="$build/tools/spark-bench"
 prewarm="$build/tools/spark-prewarm"
 
-# Candidate decode tables for the sweep: the built-in one, rings, and register-light tiles.
-rest=17-8192:wg:10
+# Candidate decode tables for the sweep (M 1-32): the built-in one, rings (through M = 32, the
+# 128-thread ones; the 256-thread ones to 16, where 32x4x3 takes over), and register-light tiles.
+past=33-8192:wg:10
 decode_tables="default=
-ring32x4x3=1-16:ring:32x4x3,$rest
-ring32x8x3=1-16:ring:32x8x3,$rest
-ring32x4x2=1-16:ring:32x4x2,$rest
-ring32x8x2=1-16:ring:32x8x2,$rest
-t32x16x1=1-16:32x16x1,$rest
-t64x8x1=1-16:64x8x1,$rest"
+ring32x4x3=1-32:ring:32x4x3,$past
+ring32x4x2=1-32:ring:32x4x2,$past
+ring32x8x3=1-16:ring:32x8x3,17-32:ring:32x4x3,$past
+ring32x8x2=1-16:ring:32x8x2,17-32:ring:32x4x3,$past
+t32x16x1=1-16:32x16x1,17-8192:wg:10
+t64x8x1=1-16:64x8x1,17-8192:wg:10"
 large_m=1,4,16,32,64,256,1024,4096,8192
 
 steps=(check prewarm stationary-128 tiled-128 decode-sweep stationary-8-16 stationary-128-nopdl
@@ -63,7 +64,7 @@ run_step() {
     decode-sweep)  # decode tiles and rings, PDL on
       mkdir -p "$out/decode-pdl" &&
         SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$decode_tables bench/sweep.sh "$bench" "$out/decode-pdl" \
-          --op oproj --pdl --heads 8,16,128 --v-head-dim 128 --m 1,4,16 ;;
+          --op oproj --pdl --heads 8,16,128 --v-head-dim 128 --m 1,4,16,32 ;;
     stationary-8-16)
       SPARK_OPROJ_SCHEDULE=stationary "$bench" --op oproj --pdl --heads 8,16 --m $large_m \
         --json "$out/stationary-h8-16-pdl.json" ;;
@@ -73,7 +74,7 @@ run_step() {
     decode-sweep-nopdl)
       mkdir -p "$out/decode" &&
         SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$decode_tables bench/sweep.sh "$bench" "$out/decode" \
-          --op oproj --heads 8,16,128 --v-head-dim 128 --m 1,4,16 ;;
+          --op oproj --heads 8,16,128 --v-head-dim 128 --m 1,4,16,32 ;;
     stationary-32-64)
       SPARK_OPROJ_SCHEDULE=stationary "$bench" --op oproj --pdl --heads 32,64 --m $large_m \
         --json "$out/stationary-h32-64-pdl.json" ;;

@@ -1,4 +1,4 @@
-// The value up-projection at decode (M <= 16) as a persistent ring: fewer, smaller CTAs
+// The value up-projection at decode (M <= 16 x TM) as a persistent ring: fewer, smaller CTAs
 // that leave room on every SM for the next kernel's.  The tiled decode kernel holds a
 // layer's weights in registers, so at many heads its CTAs fill every SM and the next
 // layer's CTAs cannot become resident, and so cannot request their weights, until this
@@ -24,13 +24,14 @@
 
 namespace spark {
 
-// The layout from the named choices S: V, L, BN, KSPLIT, kStages, kSmemFloor (the shared
-// memory below which a third CTA would fit on an SM), kOut, kWeights.
+// The layout from the named choices S: V, L, BN, KSPLIT, kStages, TM (16-row M tiles: the
+// unit's rows are 16 x TM), kSmemFloor (the shared memory below which a third CTA would fit
+// on an SM), kOut, kWeights.
 template <class S>
 struct MlaOprojRingConfig : S {
-  using S::V, S::L, S::BN, S::KSPLIT, S::kStages, S::kOut, S::kWeights;
+  using S::V, S::L, S::BN, S::KSPLIT, S::kStages, S::TM, S::kOut, S::kWeights;
   static constexpr bool kFp8 = kWeights != WeightKind::kBf16;
-  static constexpr int TM = 1, BM = 16;
+  static constexpr int BM = 16 * TM;
   static constexpr int kNWarps = BN / 32;
   static constexpr int kThreads = kNWarps * KSPLIT * 32;
   static constexpr int kLPerWarp = L / KSPLIT;
@@ -47,6 +48,7 @@ struct MlaOprojRingConfig : S {
   static_assert(BN % 32 == 0 && V % BN == 0, "whole 32-column warps; V in BN blocks");
   static_assert(L % (KSPLIT * 32) == 0 && L % 128 == 0, "L in whole 32-wide chunks per warp and 128-wide blocks");
   static_assert(kStages >= 2 && kStages <= 4, "the ring's slots");
+  static_assert(TM == 1 || TM == 2, "one or two 16-row M tiles");
   static_assert(kRowVecs >= 8, "the swizzle permutes the vectors of a 128-byte window");
 };
 
@@ -95,16 +97,22 @@ __device__ __forceinline__ void ring_copy_unit(const MlaOprojParams& p, u8* smem
   }
 }
 
-// The lane's o fragments of head h: rows g and g + 8 (zero past M), L positions l0 + 32c.
+// The lane's o fragments of head h: rows 16i + g and 16i + g + 8 of each M tile i (zero past
+// M), L positions l0 + 32c.
 template <class C>
-__device__ __forceinline__ void ring_load_o(uint4 (&a)[C::kChunks][2], const MlaOprojParams& p, int h, int l0, int g) {
+__device__ __forceinline__ void ring_load_o(uint4 (&a)[C::kChunks][C::TM][2], const MlaOprojParams& p, int h, int l0,
+                                            int g) {
   const u16* o = static_cast<const u16*>(p.o) + h * p.o_stride_h + l0;
   const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
-  for (int c = 0; c < C::kChunks; ++c) {
-    a[c][0] = g < p.m ? *reinterpret_cast<const uint4*>(o + g * p.o_stride_m + 32 * c) : zero;
-    a[c][1] = g + 8 < p.m ? *reinterpret_cast<const uint4*>(o + (g + 8) * p.o_stride_m + 32 * c) : zero;
-  }
+  for (int c = 0; c < C::kChunks; ++c)
+#pragma unroll
+    for (int i = 0; i < C::TM; ++i)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = 16 * i + 8 * half + g;
+        a[c][i][half] = r < p.m ? *reinterpret_cast<const uint4*>(o + r * p.o_stride_m + 32 * c) : zero;
+      }
 }
 
 template <class C>
@@ -135,7 +143,7 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
   if constexpr (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.out_scale);
   float* partial = reinterpret_cast<float*>(smem + C::kOffPartial);
 
-  uint4 a[C::kChunks][2], a_next[C::kChunks][2];
+  uint4 a[C::kChunks][C::TM][2], a_next[C::kChunks][C::TM][2];
   ring_load_o<C>(a, p, first / kBlocksN, l0, g);
 
   for (int j = 0; j < count; ++j) {
@@ -153,11 +161,13 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
 
     const u8* slot = smem + j % C::kStages * C::kSlotBytes;
     const u8* scales = smem + C::kOffScales + j % C::kStages * C::BN * C::kScaleRowBytes;
-    float acc[1][4][4];
+    float acc[C::TM][4][4];
 #pragma unroll
-    for (int jj = 0; jj < 4; ++jj)
+    for (int i = 0; i < C::TM; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[0][jj][e] = 0.0f;
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][jj][e] = 0.0f;
 #pragma unroll
     for (int c = 0; c < C::kChunks; ++c) {
       const int l = l0 + 32 * c;
@@ -177,13 +187,16 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
           b[jj] = *reinterpret_cast<const uint4*>(row + ((l / 8) ^ ring_swizzle<false>(r)) * 16);
         }
       }
-      oproj_mma_chunk(acc[0], a[c][0], a[c][1], b);
+#pragma unroll
+      for (int i = 0; i < C::TM; ++i) oproj_mma_chunk(acc[i], a[c][i][0], a[c][i][1], b);
     }
     oproj_reduce_store<C>(acc, partial, p, h, nb, 0, inv_scale);
 
     if (next_head) {
 #pragma unroll
-      for (int c = 0; c < C::kChunks; ++c) a[c][0] = a_next[c][0], a[c][1] = a_next[c][1];
+      for (int c = 0; c < C::kChunks; ++c)
+#pragma unroll
+        for (int i = 0; i < C::TM; ++i) a[c][i][0] = a_next[c][i][0], a[c][i][1] = a_next[c][i][1];
     }
   }
   cp_async_wait_all();  // only empty groups are left; drained so that none outlives the CTA

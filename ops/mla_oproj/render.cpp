@@ -47,8 +47,8 @@ std::string Tile::describe() const {
   if (stationary)
     return fmt::format("weight-stationary wgmma, 64x{} tiles, {} o stages, {} threads", bn, stages, threads());
   if (ring)
-    return fmt::format("persistent ring, 16x{} units, {} warps along L, {} weight slots, {} threads", bn, ksplit,
-                       stages, threads());
+    return fmt::format("persistent ring, {}x{} units, {} warps along L, {} weight slots, {} threads", bm(), bn,
+                       ksplit, stages, threads());
   return fmt::format("{}x{} CTA tile, {} warps along L, {} threads", bm(), bn, ksplit, threads());
 }
 
@@ -61,7 +61,7 @@ const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
     "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES (weight-stationary wgmma on sm_90a, e.g. "
-    "17-8192:wg:10) or LO-HI:ring:BNxKSPLITxSTAGES (a persistent decode ring, HI <= 16, e.g. 1-16:ring:32x4x3)";
+    "17-8192:wg:10) or LO-HI:ring:BNxKSPLITxSTAGES (a persistent decode ring, HI <= 32, e.g. 1-16:ring:32x4x3)";
 
 Tile stationary_tile(int stages) {
   Tile t;
@@ -150,11 +150,20 @@ Tile read_override_tile(ItemReader& r) {
 std::vector<RegimeTile> parse_tile_override(std::string_view text) {
   std::vector<RegimeTile> table =
       read_regime_table<RegimeTile>(text, "SPARK_OPROJ_TILES", kOverrideGrammar, kMaxM, read_override_tile);
-  for (const RegimeTile& e : table)
-    SPARK_CHECK(!e.tile.ring || e.regime.m_max <= 16, SPARK_ERROR_INVALID_ARGUMENT,
-                "SPARK_OPROJ_TILES: '{}-{}:ring:{}x{}x{}': a ring serves M up to 16 (one 16-row tile per unit), so "
-                "its HI must be at most 16",
-                e.regime.m_min, e.regime.m_max, e.tile.bn, e.tile.ksplit, e.tile.stages);
+  for (RegimeTile& e : table) {
+    if (!e.tile.ring) continue;
+    const std::string item = fmt::format("SPARK_OPROJ_TILES: '{}-{}:ring:{}x{}x{}'", e.regime.m_min, e.regime.m_max,
+                                         e.tile.bn, e.tile.ksplit, e.tile.stages);
+    SPARK_CHECK(e.regime.m_max <= 32, SPARK_ERROR_INVALID_ARGUMENT,
+                "{}: a ring serves M up to 32 (one or two 16-row tiles per unit), so its HI must be at most 32", item);
+    // Rows past 16 take a second 16-row tile: twice the o fragments, which only a 128-thread
+    // ring (up to 255 registers a lane) has room for.
+    e.tile.tm = e.regime.m_max > 16 ? 2 : 1;
+    SPARK_CHECK(e.tile.tm == 1 || e.tile.threads() == 128, SPARK_ERROR_INVALID_ARGUMENT,
+                "{}: past M = 16 a ring holds two 16-row tiles of o fragments, room a lane has only in a 128-thread "
+                "ring (BN 32, KSPLIT 4), not in {} threads",
+                item, e.tile.threads());
+  }
   return table;
 }
 
@@ -253,7 +262,8 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
     choices = fmt::format("  static constexpr int BN = {}, KSPLIT = {}, {} = {};\n", t.bn, t.ksplit,
                           t.ring ? "kStages" : "TM", t.ring ? t.stages : t.tm);
     if (t.ring)
-      choices += fmt::format("  static constexpr int kSmemFloor = {};\n", ring_smem_floor(arch.max_smem_per_block));
+      choices += fmt::format("  static constexpr int TM = {}, kSmemFloor = {};\n", t.tm,
+                             ring_smem_floor(arch.max_smem_per_block));
   }
   r.source = fmt::format(
       "// spark kernel {key}\n"

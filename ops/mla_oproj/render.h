@@ -21,7 +21,7 @@ inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 // L.  Stationary (templates/mla_oproj_wg.cuh, sm_90a): one warp group that keeps 128
 // columns of one head's weights in shared memory for a range of 64-row M tiles, streaming
 // o through `stages` 64 x 64 stages.  Ring (templates/mla_oproj_ring.cuh, decode, a tuning
-// override's tile): a persistent CTA per SM that walks (head, BN columns) units of 16 rows,
+// override's tile): a persistent CTA per SM that walks (head, BN columns) units of 16 x TM rows,
 // warps as the tiled tile's, streaming their weights through `stages` shared-memory slots
 // and leaving room on the SM for the next kernel's CTA.
 struct Tile {
@@ -72,8 +72,9 @@ struct Tiling {
 // BN 32, 64 or 128; KSPLIT 4, 8 or 16 (warps along L = 512: fewer would hold more weights
 // per lane than its registers); TM 1..4; at most 512 threads (BN / 32 x KSPLIT <= 16), and
 // at 512 threads 16 / KSPLIT + TM <= 5 (the registers a lane has then).  wg: STAGES 3..10.
-// ring: HI <= 16 (one 16-row tile per unit), BN 32 or 64, KSPLIT 4 or 8, at most 256
-// threads and KSPLIT 8 at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  A
+// ring: HI <= 32 (16-row tiles per unit: one, or two past M = 16, which only a 128-thread
+// ring has the registers for), BN 32 or 64, KSPLIT 4 or 8, at most 256 threads and KSPLIT 8
+// at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  A
 // tile's shared memory is checked against the arch when a key is rendered.
 std::vector<RegimeTile> parse_tile_override(std::string_view text);
 // SPARK_OPROJ_SCHEDULE and SPARK_OPROJ_TILES, read once; setting both is INVALID_ARGUMENT.

@@ -48,7 +48,8 @@ void check_oproj(std::string_view text) {
   for (const spark::oproj::RegimeTile& e : table) {
     const spark::oproj::Tile& t = e.tile;
     if (t.threads() < 32 || t.threads() > 512 || t.bm() < 16 || t.bm() > 64) __builtin_trap();
-    if (t.ring && (e.regime.m_max > 16 || t.threads() > 256 || t.stages < 2 || t.stages > 4)) __builtin_trap();
+    if (t.ring && (e.regime.m_max > 32 || t.threads() > 256 || t.stages < 2 || t.stages > 4)) __builtin_trap();
+    if (t.ring && t.tm != (e.regime.m_max > 16 ? 2 : 1)) __builtin_trap();
     if (t.describe().empty()) __builtin_trap();
     // The tile a key of the regime gets (a ring or wg tile that does not fit the arch falls
     // back to the built-in tiled one): a ring within half an SM; on sm_90a every admitted

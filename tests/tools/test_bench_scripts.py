@@ -147,7 +147,7 @@ class RunOproj(unittest.TestCase):
         self.assertIn("SCHEDULE=stationary", self.log("stationary-128"))
         self.assertTrue(os.path.exists(os.path.join(self.out, "stationary-h128-pdl.json")))
         prewarm = self.log("prewarm")
-        self.assertIn("TILES=1-16:ring:32x4x3,17-8192:wg:10", prewarm)
+        self.assertIn("TILES=1-32:ring:32x4x3,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:64x8x1,17-8192:wg:10", prewarm)
         self.assertEqual(prewarm.count("spark-prewarm"), 2 + 6)  # built-in, stationary, six tables
 

@@ -208,7 +208,8 @@ TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
       {"1-8192:+32x8x1", "expected BN"},
       {"1-8192:32x8x99999999999", "TM is 99999999999, outside 1..4"},
       {"1-8192:ws:64x128", "expected BN"},
-      {"1-32:ring:32x4x3,33-8192:wg:8", "a ring serves M up to 16"},
+      {"1-64:ring:32x4x3,65-8192:wg:8", "a ring serves M up to 32"},
+      {"1-16:32x8x1,17-32:ring:32x8x2,33-8192:wg:8", "room a lane has only in a 128-thread ring"},
       {"1-16:ring:128x4x3,17-8192:wg:8", "BN is 128, outside 32..64"},
       {"1-16:ring:48x4x3,17-8192:wg:8", "a ring's BN must be 32 or 64"},
       {"1-16:ring:32x6x3,17-8192:wg:8", "a ring's KSPLIT must be 4 or 8"},
@@ -264,6 +265,19 @@ TEST_CASE("SPARK_OPROJ_TILES ring tiles: decode units in a ring of slots, half a
   CHECK((!fallback.ring && fallback.bn == 64 && fallback.ksplit == 4 && fallback.tm == 1));
   CHECK_FALSE(oproj::tile_for(key(128, 128, regimes[0], WeightFormat::kBf16, OutDtype::kBf16, "sm_89"), tiling).ring);
   CHECK(oproj::tile_for(key(128, 128, regimes[0], WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"), tiling).ring);
+
+  // Past M = 16 a 128-thread ring takes two 16-row tiles a unit: 32 x 32 partial sums per warp
+  // row, TM = 2 in the source.
+  const Tiling two(oproj::parse_tile_override("1-16:32x8x1,17-32:ring:32x4x3,33-8192:wg:10"));
+  const Key k32 = key(128, 128, oproj::regimes(two)[1]);
+  const oproj::Tile t2 = oproj::tile_for(k32, two);
+  CHECK((t2.ring && t2.tm == 2 && t2.bm() == 32 && t2.threads() == 128));
+  CHECK(t2.smem_bytes(k32) == 3 * 32 * 1024 + 4 * 32 * 32 * 4);
+  const oproj::RenderedSource r2 = oproj::render(k32, two);
+  CHECK(r2.source.find("BN = 32, KSPLIT = 4, kStages = 3;\n  static constexpr int TM = 2, kSmemFloor") !=
+        std::string::npos);
+  CHECK(r2.summary.find("persistent ring, 32x32 units") == 0);
+  CHECK(oproj::tile_for(key(128, 128, oproj::regimes(two)[0]), two).tm == 1);
 }
 
 TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, and one on other archs") {
@@ -283,6 +297,18 @@ TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, an
     }
   // bf16: 32x4 and 32x8 at two and three slots; FP8: every one.
   CHECK(sources.size() == 4 + 6);
+  // Two 16-row tiles a unit (M 17-32), 128 threads only: bf16 at two and three slots, FP8 at
+  // two to four.
+  for (int stages = 2; stages <= 4; ++stages) {
+    const oproj::Tiling tiling(
+        oproj::parse_tile_override(fmt::format("1-16:32x8x1,17-32:ring:32x4x{},33-8192:32x8x2", stages)));
+    for (const auto& [w, out] : {std::pair{WeightFormat::kBf16, OutDtype::kE4m3},
+                                 std::pair{WeightFormat::kMxfp8, OutDtype::kBf16}}) {
+      const Key k = key(128, 256, {17, 32}, w, out);
+      if (oproj::tile_for(k, tiling).ring) sources.push_back(oproj::render(k, tiling));
+    }
+  }
+  CHECK(sources.size() == 4 + 6 + 5);
   const oproj::Tiling small(oproj::parse_tile_override("1-16:ring:32x4x2,17-8192:32x8x2"));
   for (const char* arch : {"sm_80", "sm_89", "sm_100a", "sm_120a"})
     for (const auto& [w, out] : {std::pair{WeightFormat::kBf16, OutDtype::kBf16},
@@ -293,7 +319,7 @@ TEST_CASE("NVRTC compiles every ring tile that fits two CTAs an SM on sm_90a, an
       CHECK(oproj::tile_for(k, small).ring == (w != WeightFormat::kBf16 || !hundred_kb));
       if (oproj::tile_for(k, small).ring) sources.push_back(oproj::render(k, small));
     }
-  CHECK(sources.size() == 4 + 6 + 6);
+  CHECK(sources.size() == 4 + 6 + 5 + 6);
   compile_each(sources, [](const oproj::RenderedSource& s, const CompiledKernel& c) {
     CHECK(2 * s.threads * c.resources.registers <= 65536);  // two CTAs an SM
   });
