@@ -67,11 +67,11 @@ __device__ __forceinline__ void oproj_mma_chunk(float (&acc)[4][4], const uint4&
 // The CTA's BM x BN output tile (rows m0.., columns nb * BN.. of head h) from its warps'
 // partial sums: each warp row's sums into shared memory (row 16i + g (+8), column nw * 32 +
 // 8j + 2t), one barrier, then 8 columns per thread and vector added in warp-row order and
-// stored as bf16 (16 bytes) or e4m3 (8 bytes).  The caller keeps `partial` untouched until
-// every thread has passed a later barrier.
+// stored as bf16 (16 bytes) or e4m3 (8 bytes, divided by *p.out_scale).  The caller keeps
+// `partial` untouched until every thread has passed a later barrier.
 template <class C>
 __device__ __forceinline__ void oproj_reduce_store(const float (&acc)[C::TM][4][4], float* partial,
-                                                   const MlaOprojParams& p, int h, int nb, int m0, float inv_scale) {
+                                                   const MlaOprojParams& p, int h, int nb, int m0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int nw = warp % C::kNWarps, ks = warp / C::kNWarps;
   const int g = lane / 4, t = lane % 4;
@@ -87,6 +87,8 @@ __device__ __forceinline__ void oproj_reduce_store(const float (&acc)[C::TM][4][
       }
   __syncthreads();
 
+  float inv_scale = 1.0f;
+  if constexpr (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.out_scale);
   constexpr int kVecs = C::BN / 8;
   for (int idx = threadIdx.x; idx < C::BM * kVecs; idx += C::kThreads) {
     const int r = idx / kVecs, vec = idx % kVecs;
@@ -184,9 +186,7 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
     }
   }
 
-  float inv_scale = 1.0f;
-  if constexpr (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.out_scale);
-  oproj_reduce_store<C>(acc, reinterpret_cast<float*>(smem), p, h, nb, m0, inv_scale);
+  oproj_reduce_store<C>(acc, reinterpret_cast<float*>(smem), p, h, nb, m0);
 }
 
 }  // namespace spark

@@ -67,16 +67,11 @@ template <class C>
 __device__ __forceinline__ void ring_copy_unit(const MlaOprojParams& p, u8* smem, int u, int slot) {
   constexpr int kBlocksN = C::V / C::BN;
   const int h = u / kBlocksN, n0 = u % kBlocksN * C::BN;
-  u8* dst = smem + slot * C::kSlotBytes;
-  const u8* src = static_cast<const u8*>(p.w) + (h * p.w_stride_h + n0 * p.w_stride_v) * (C::kFp8 ? 1 : 2);
-  // A thread keeps its vector c of every kRowsPerPass-th row.
-  constexpr int kRowsPerPass = C::kThreads / C::kRowVecs;
-  static_assert(C::kThreads % C::kRowVecs == 0 && C::BN % kRowsPerPass == 0, "whole rows per pass");
-  const long long row_stride = p.w_stride_v * (C::kFp8 ? 1 : 2);
-  const int c = threadIdx.x % C::kRowVecs, r0 = threadIdx.x / C::kRowVecs;
-  src += r0 * row_stride + c * 16;
-  for (int r = r0; r < C::BN; r += kRowsPerPass, src += kRowsPerPass * row_stride)
-    cp_async_16(dst + r * C::kRowBytes + (c ^ ring_swizzle<C::kFp8>(r)) * 16, src, 16);
+  constexpr int kBytes = C::kFp8 ? 1 : 2;
+  copy_rows_async_to<C::kRowVecs, C::kThreads>(
+      smem + slot * C::kSlotBytes, [](int r, int c) { return r * C::kRowBytes + (c ^ ring_swizzle<C::kFp8>(r)) * 16; },
+      static_cast<const u8*>(p.w) + (h * p.w_stride_h + n0 * p.w_stride_v) * kBytes, p.w_stride_v * kBytes, C::BN,
+      C::BN, p.w, threadIdx.x);
   if constexpr (C::kFp8) {
     // A row's scales, L / 128 four-byte words: MXFP8's bytes (h, v, 0..L/32) or block
     // FP8's floats of packed row (h + 1) * rows_per_head - V + v.
@@ -139,8 +134,6 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
   const int nw = warp % C::kNWarps, ks = warp / C::kNWarps;
   const int g = lane / 4, t = lane % 4;
   const int l0 = ks * C::kLPerWarp + 8 * t;  // the lane's first L position
-  float inv_scale = 1.0f;
-  if constexpr (C::kOut == OutKind::kE4m3) inv_scale = rcp_rn(*p.out_scale);
   float* partial = reinterpret_cast<float*>(smem + C::kOffPartial);
 
   uint4 a[C::kChunks][C::TM][2], a_next[C::kChunks][C::TM][2];
@@ -190,7 +183,7 @@ __device__ __forceinline__ void mla_oproj_ring(const MlaOprojParams& p) {
 #pragma unroll
       for (int i = 0; i < C::TM; ++i) oproj_mma_chunk(acc[i], a[c][i][0], a[c][i][1], b);
     }
-    oproj_reduce_store<C>(acc, partial, p, h, nb, 0, inv_scale);
+    oproj_reduce_store<C>(acc, partial, p, h, nb, 0);
 
     if (next_head) {
 #pragma unroll
