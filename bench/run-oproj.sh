@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The value up-projection's measurements still owed (bench/NOTES.md, Next), in the order they
-# are needed, so that a GPU session with little time runs the most needed first:
+# The value up-projection's grid and the comparisons behind its auto schedule (bench/NOTES.md
+# v21), in the order they are needed, so that a GPU session with little time runs the most
+# needed first:
 #
 #   bench/run-oproj.sh OUTDIR [STEP...]        STEP: one of --list (default: all, in order)
 #
@@ -14,20 +15,18 @@ build=${BUILD_DIR:-build}
 bench="$build/tools/spark-bench"
 prewarm="$build/tools/spark-prewarm"
 
-# Candidate decode tables for the sweep (M 1-32): the built-in one, rings (through M = 32, the
-# 128-thread ones; the 256-thread ones to 16, where 32x4x3 takes over), and register-light tiles.
-past=33-8192:wg:10
-decode_tables="default=
-ring32x4x3=1-32:ring:32x4x3,$past
-ring32x4x2=1-32:ring:32x4x2,$past
-ring32x8x3=1-16:ring:32x8x3,17-32:ring:32x4x3,$past
-ring32x8x2=1-16:ring:32x8x2,17-32:ring:32x4x3,$past
-t32x16x1=1-16:32x16x1,17-8192:wg:10
-t64x8x1=1-16:64x8x1,17-8192:wg:10"
-large_m=1,4,16,32,64,256,1024,4096,8192
+# The schedules compared at M = 32 (bench/NOTES.md v21): the auto choice, the ring alone, the
+# stationary kernel alone, and the two tiled tiles (the built-in tiled tile is 32x8x2 or
+# 64x4x2 by heads).  Decode (1-16) takes one tile for all heads here; only M = 32 is timed.
+m32_tables="default=
+ring=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10
+wg=1-16:64x4x1,17-8192:wg:10
+tiled32=1-16:64x4x1,17-8192:32x8x2
+tiled64=1-16:64x4x1,17-8192:64x4x2"
+grid_m=1,4,16,32,64,256,1024,4096,8192
+heads=8,16,32,64,128
 
-steps=(check prewarm stationary-128 tiled-128 decode-sweep stationary-8-16 stationary-128-nopdl
-       decode-sweep-nopdl stationary-32-64)
+steps=(check prewarm grid-pdl m32 past-tiled past-stationary grid)
 if [ "${1:-}" = --list ]; then
   printf '%s\n' "${steps[@]}"
   exit 0
@@ -44,40 +43,30 @@ mkdir -p "$out"
 
 run_step() {
   case $1 in
-    check)  # the ring tiles' accuracy suite and a few checked rows of spark-bench
-      LOG_DIR="$out/gpu-check" BUILD_DIR="$build" scripts/gpu-check.sh oproj-ring oproj-stationary bench-oproj ;;
+    check)  # the op's GPU suite on the default (auto) and tiled schedules, checked bench rows
+      LOG_DIR="$out/gpu-check" BUILD_DIR="$build" scripts/gpu-check.sh oproj oproj-tiled bench-oproj ;;
     prewarm)  # every kernel the later steps use, compiled in parallel rather than at plan creation
-      local args=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16)
-      "$prewarm" "${args[@]}" --heads 8,16,32,64,128 || return 1
-      SPARK_OPROJ_SCHEDULE=stationary "$prewarm" "${args[@]}" --heads 8,16,32,64,128 || return 1
-      local line
+      local args=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16 --heads $heads)
+      "$prewarm" "${args[@]}" || return 1
+      local schedule line
+      for schedule in tiled stationary; do SPARK_OPROJ_SCHEDULE=$schedule "$prewarm" "${args[@]}" || return 1; done
       while IFS= read -r line; do
-        [ "${line%%=*}" = default ] || SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" --heads 8,16,128 ||
-          return 1
-      done <<<"$decode_tables" ;;
-    stationary-128)  # the schedule past decode at 128 heads, PDL on
-      SPARK_OPROJ_SCHEDULE=stationary "$bench" --op oproj --pdl --heads 128 --m $large_m \
-        --json "$out/stationary-h128-pdl.json" ;;
-    tiled-128)  # the default schedule on a few of the same rows, for the comparison
-      "$bench" --op oproj --pdl --heads 128 --v-head-dim 128 --weights bf16 --m 64,256,4096 \
-        --json "$out/tiled-h128-pdl.json" ;;
-    decode-sweep)  # decode tiles and rings, PDL on
-      mkdir -p "$out/decode-pdl" &&
-        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$decode_tables bench/sweep.sh "$bench" "$out/decode-pdl" \
-          --op oproj --pdl --heads 8,16,128 --v-head-dim 128 --m 1,4,16,32 ;;
-    stationary-8-16)
-      SPARK_OPROJ_SCHEDULE=stationary "$bench" --op oproj --pdl --heads 8,16 --m $large_m \
-        --json "$out/stationary-h8-16-pdl.json" ;;
-    stationary-128-nopdl)
-      SPARK_OPROJ_SCHEDULE=stationary "$bench" --op oproj --heads 128 --m $large_m \
-        --json "$out/stationary-h128.json" ;;
-    decode-sweep-nopdl)
-      mkdir -p "$out/decode" &&
-        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$decode_tables bench/sweep.sh "$bench" "$out/decode" \
-          --op oproj --heads 8,16,128 --v-head-dim 128 --m 1,4,16,32 ;;
-    stationary-32-64)
-      SPARK_OPROJ_SCHEDULE=stationary "$bench" --op oproj --pdl --heads 32,64 --m $large_m \
-        --json "$out/stationary-h32-64-pdl.json" ;;
+        [ "${line%%=*}" = default ] || SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
+      done <<<"$m32_tables" ;;
+    grid-pdl)  # the op's grid on the default schedule, PDL on
+      "$bench" --op oproj --pdl --heads $heads --m $grid_m --json "$out/grid-pdl.json" ;;
+    m32)  # M = 32: auto against each schedule alone, PDL on
+      mkdir -p "$out/m32" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$m32_tables bench/sweep.sh "$bench" "$out/m32" \
+          --op oproj --pdl --heads $heads --m 32 ;;
+    past-tiled)  # past decode at up to 64 heads, each schedule alone, PDL on
+      SPARK_OPROJ_SCHEDULE=tiled "$bench" --op oproj --pdl --heads 8,16,32,64 --m 64,256,1024 \
+        --json "$out/past-tiled-pdl.json" ;;
+    past-stationary)
+      SPARK_OPROJ_SCHEDULE=stationary "$bench" --op oproj --pdl --heads 8,16,32,64 --m 64,256,1024 \
+        --json "$out/past-stationary-pdl.json" ;;
+    grid)  # the grid with PDL off
+      "$bench" --op oproj --heads $heads --m $grid_m --json "$out/grid.json" ;;
   esac
 }
 

@@ -24,6 +24,7 @@ while IFS= read -r line; do
   echo "== $name ${!var:-}"
   "$bench" "$@" --json "$out/sweep-$name.json" > "$out/sweep-$name.log" 2>&1
   echo "rc=$?"
-  # The table's rows: H, K or V, M, weights, out, pitch, layers, spark, staged, ratio, floor, frac.
-  grep -E "^ +[0-9]+ +[0-9]+ +[0-9]+ " "$out/sweep-$name.log" | awk '{printf "  H%-4s %s M%-5s %-5s %-4s spark %8s staged %8s ratio %s frac %s\n", $1,$2,$3,$4,$5,$8,$9,$10,$13}'
+  # The table's rows: H, K or V, M, weights, out, pitch, layers, |, spark, staged, ratio, |,
+  # floor, frac, GB/s, |, check.
+  grep -E "^ +[0-9]+ +[0-9]+ +[0-9]+ " "$out/sweep-$name.log" | awk '{printf "  H%-4s %s M%-5s %-9s %-4s spark %8s staged %8s ratio %s frac %s\n", $1,$2,$3,$4,$5,$9,$10,$11,$14}'
 done <<< "$SWEEP_TABLES"

@@ -5,7 +5,7 @@
 #   scripts/gpu-check.sh [SUITE...]      SUITE: a name of the list printed by --list (default: all)
 #
 # The query projection's suites (bf16, MXFP8 and block-FP8 weights), the value up-projection's
-# on its tiled schedule and again with SPARK_OPROJ_SCHEDULE=stationary and with ring tiles at
+# on its default (auto) schedule, again with SPARK_OPROJ_SCHEDULE=tiled and =stationary, and with ring tiles at
 # decode (SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt, as test_gpu_mla_oproj_ring), the cache statistics
 # test, the Python package's GPU tests (the torch ops, loading BUILD_DIR's libspark.so
 # through SPARK_LIBRARY; they need torch and pytest), and a few rows of spark-bench per op
@@ -25,6 +25,7 @@ suites=(
   "qproj-mxfp8|test_gpu_mla_qproj_mxfp8|-"
   "qproj-fp8-block|test_gpu_mla_qproj_fp8_block|-"
   "oproj|test_gpu_mla_oproj|-"
+  "oproj-tiled|test_gpu_mla_oproj|SPARK_OPROJ_SCHEDULE=tiled"
   "oproj-stationary|test_gpu_mla_oproj|SPARK_OPROJ_SCHEDULE=stationary"
   "oproj-ring|test_gpu_mla_oproj|SPARK_OPROJ_TILES=$ring_tiles"
   "cache-stats|test_gpu_cache_stats|-"

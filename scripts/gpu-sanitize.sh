@@ -4,7 +4,7 @@
 #   scripts/gpu-sanitize.sh [TOOL...]      TOOL: memcheck racecheck synccheck initcheck (default: all)
 #
 # Each tool runs the suites whole (the query projection's bf16 and MXFP8 suites, the value
-# up-projection's on its tiled schedule, again with SPARK_OPROJ_SCHEDULE=stationary and with
+# up-projection's on its default (auto) schedule, again with SPARK_OPROJ_SCHEDULE=tiled and =stationary and with
 # the ring tiles at decode, SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt), or
 # with CASES=subset a part of them that still reaches every kernel family (per-tile decode
 # tiles with and without K chunks, flat copies, the weight-stationary mma.sync and wgmma
@@ -36,6 +36,7 @@ suites=(
   "test_gpu_mla_qproj|test_gpu_mla_qproj|-|spark_mla_qproj|$subset_bf16"
   "test_gpu_mla_qproj_mxfp8|test_gpu_mla_qproj_mxfp8|-|spark_mla_qproj|$subset_mxfp8"
   "test_gpu_mla_oproj|test_gpu_mla_oproj|-|spark_mla_oproj|$subset_oproj"
+  "test_gpu_mla_oproj|test_gpu_mla_oproj-tiled|SPARK_OPROJ_SCHEDULE=tiled|spark_mla_oproj|$subset_oproj"
   "test_gpu_mla_oproj|test_gpu_mla_oproj-stationary|SPARK_OPROJ_SCHEDULE=stationary|spark_mla_oproj|$subset_oproj"
   "test_gpu_mla_oproj|test_gpu_mla_oproj-ring|SPARK_OPROJ_TILES=$ring_tiles|spark_mla_oproj|$subset_oproj"
 )

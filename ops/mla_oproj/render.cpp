@@ -12,6 +12,10 @@ namespace spark::oproj {
 namespace {
 
 constexpr int kWgStages = 10;  // o stages in the stationary schedule's ring
+// The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
+// kernel past M = 32, and at M 17-32 (bench/NOTES.md v21).
+constexpr int kStationaryMinBlocks = 32;
+constexpr int kStationaryMinBlocksM32 = 64;
 constexpr int kL = 512;
 
 }  // namespace
@@ -54,10 +58,11 @@ std::string Tile::describe() const {
 
 namespace {
 
-// Decode keeps one 16-row tile per warp.  Past it, two 16-row tiles per warp, so each weight
-// fragment serves 32 rows; or on sm_90a, with the stationary schedule, each head's weights
-// kept in shared memory across M tiles (wgmma).
-const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, kMaxM}};
+// Decode keeps one 16-row tile per warp.  Past it, two 16-row tiles per warp (tiled, ring),
+// so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
+// memory across 64-row M tiles (stationary, wgmma).  M 17-32 is a regime of its own because
+// the ring serves it, not larger M.
+const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, 32}, {33, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
     "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES (weight-stationary wgmma on sm_90a, e.g. "
@@ -195,20 +200,50 @@ std::vector<MRegime> regimes_up_to(int max_m, const Tiling& tiling) {
 }
 
 Schedule parse_schedule(std::string_view text) {
+  if (text == "auto") return Schedule::kAuto;
   if (text == "tiled") return Schedule::kTiled;
   if (text == "stationary") return Schedule::kStationary;
   throw Error(SPARK_ERROR_INVALID_ARGUMENT,
-              fmt::format("SPARK_OPROJ_SCHEDULE: '{}' is not a schedule (tiled or stationary)", text));
+              fmt::format("SPARK_OPROJ_SCHEDULE: '{}' is not a schedule (auto, tiled or stationary)", text));
 }
 
 Schedule active_schedule() {
   // Read once: the choice changes the rendered sources, so cache entries never mix.
   static const Schedule schedule = [] {
     const auto text = env_string("SPARK_OPROJ_SCHEDULE");
-    return text ? parse_schedule(*text) : Schedule::kTiled;
+    return text ? parse_schedule(*text) : Schedule::kAuto;
   }();
   return schedule;
 }
+
+namespace {
+
+// The ring of the auto schedule for M 17-32: 128 threads (the most that hold two 16-row tiles
+// of o fragments), two weight slots (bench/NOTES.md v21).
+Tile auto_ring_tile() {
+  Tile t;
+  t.ring = true;
+  t.bn = 32;
+  t.ksplit = 4;
+  t.tm = 2;
+  t.stages = 2;
+  return t;
+}
+
+bool ring_fits(const Tile& t, const Key& key) {
+  return t.smem_bytes(key) <= half_sm_smem(arch_info(key.arch).max_smem_per_block);
+}
+
+// Whether the stationary kernel beats the others for a key past decode (bench/NOTES.md v21).
+// It keeps one CTA per 128 columns of a head per M chunk and loads (FP8: dequantises) that
+// head's whole weight slice before its first MMA, so it needs enough heads to fill the
+// machine, and more of them at M 17-32, where the ring reads each weight once for all rows.
+bool stationary_pays(const Key& key) {
+  const int blocks = key.heads * key.v / 128;
+  return blocks >= (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocks);
+}
+
+}  // namespace
 
 Tile tile_for(const Key& key, const Tiling& tiling) {
   // The wgmma schedule needs sm_90a, a ring two CTAs' room on an SM; elsewhere their
@@ -217,11 +252,21 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
   for (const RegimeTile& e : tiling.override_table) {
     if (!(e.regime == key.regime)) continue;
     if (e.tile.stationary && !wgmma) return builtin_tiled(key);
-    if (e.tile.ring && e.tile.smem_bytes(key) > half_sm_smem(arch_info(key.arch).max_smem_per_block))
-      return builtin_tiled(key);
+    if (e.tile.ring && !ring_fits(e.tile, key)) return builtin_tiled(key);
     return e.tile;
   }
-  if (tiling.past_decode == Schedule::kStationary && wgmma && key.regime.m_min > 16) return stationary_tile(kWgStages);
+  if (key.regime.m_min <= 16) return builtin_tiled(key);
+  switch (tiling.past_decode) {
+    case Schedule::kTiled:
+      break;
+    case Schedule::kStationary:
+      if (wgmma) return stationary_tile(kWgStages);
+      break;
+    case Schedule::kAuto:
+      if (wgmma && stationary_pays(key)) return stationary_tile(kWgStages);
+      if (key.regime.m_max <= 32 && ring_fits(auto_ring_tile(), key)) return auto_ring_tile();
+      break;
+  }
   return builtin_tiled(key);
 }
 

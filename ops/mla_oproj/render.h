@@ -20,8 +20,8 @@ inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 // 16 x TM rows of M, its warps split BN / 32 ways across the columns and KSPLIT ways along
 // L.  Stationary (templates/mla_oproj_wg.cuh, sm_90a): one warp group that keeps 128
 // columns of one head's weights in shared memory for a range of 64-row M tiles, streaming
-// o through `stages` 64 x 64 stages.  Ring (templates/mla_oproj_ring.cuh, decode, a tuning
-// override's tile): a persistent CTA per SM that walks (head, BN columns) units of 16 x TM rows,
+// o through `stages` 64 x 64 stages.  Ring (templates/mla_oproj_ring.cuh, M <= 32): a
+// persistent CTA, two per SM, that walks (head, BN columns) units of 16 x TM rows,
 // warps as the tiled tile's, streaming their weights through `stages` shared-memory slots
 // and leaving room on the SM for the next kernel's CTA.
 struct Tile {
@@ -39,13 +39,16 @@ struct Tile {
   std::string describe() const;
 };
 
-// The schedule of M past decode on sm_90a.  Tiled is the default until the stationary one
-// has been run on a GPU; SPARK_OPROJ_SCHEDULE ("tiled" or "stationary") overrides it.  The
-// rendered sources differ, so the cache never mixes their entries.
-enum class Schedule { kTiled, kStationary };
-// "tiled" or "stationary"; anything else throws INVALID_ARGUMENT naming the variable.
+// The schedule past decode (M > 16).  Auto, the default, takes per key what spark-bench
+// measured fastest (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel where the
+// heads give it enough CTAs, the persistent ring for M 17-32 below that, the tiled kernel
+// elsewhere.  SPARK_OPROJ_SCHEDULE ("auto", "tiled" or "stationary") overrides it: tiled
+// everywhere, or stationary past decode on sm_90a.  The rendered sources differ, so the cache
+// never mixes their entries.
+enum class Schedule { kAuto, kTiled, kStationary };
+// "auto", "tiled" or "stationary"; anything else throws INVALID_ARGUMENT naming the variable.
 Schedule parse_schedule(std::string_view text);
-// SPARK_OPROJ_SCHEDULE, read once (unset: tiled).
+// SPARK_OPROJ_SCHEDULE, read once (unset: auto).
 Schedule active_schedule();
 
 // A regime and the tile that serves it: an item of SPARK_OPROJ_TILES.
@@ -54,10 +57,10 @@ struct RegimeTile {
   Tile tile;
 };
 
-// How keys get their tiles: the built-in regimes (decode, then the rest) with `past_decode`
+// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-8192) with `past_decode`
 // after decode, or a tuning override's own regimes and tiles.
 struct Tiling {
-  Schedule past_decode = Schedule::kTiled;
+  Schedule past_decode = Schedule::kAuto;
   std::vector<RegimeTile> override_table;  // empty: the built-in regimes
   Tiling() = default;
   Tiling(Schedule s) : past_decode(s) {}  // NOLINT(google-explicit-constructor): render(key, kStationary)
@@ -85,8 +88,9 @@ std::vector<MRegime> regimes(const Tiling& tiling = active_tiling());
 // The regimes needed for M in 1..max_m.
 std::vector<MRegime> regimes_up_to(int max_m, const Tiling& tiling = active_tiling());
 
-// The tile of a key: the tiled schedule on every arch (each has mma.sync and room for
-// it); on sm_90a past decode, the stationary one when the tiling asks for it.
+// The tile of a key: decode (M <= 16) tiled on every arch (each has mma.sync and room for it);
+// past decode as the tiling's schedule says (a schedule an arch cannot run falls back to
+// the tiled tile).
 Tile tile_for(const Key& key, const Tiling& tiling = active_tiling());
 
 struct RenderedSource : KernelSpec {

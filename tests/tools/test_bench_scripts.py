@@ -136,31 +136,36 @@ class RunOproj(unittest.TestCase):
             return f.read()
 
     def test_steps_run_in_the_order_given_with_their_tilings(self):
-        done = self.run_steps("tiled-128", "stationary-128", "prewarm", hook="echo hooked")
+        done = self.run_steps("past-tiled", "grid-pdl", "prewarm", "m32", hook="echo hooked")
         self.assertEqual(done.returncode, 0, done.stderr)
         lines = done.stdout.splitlines()
         self.assertEqual([line.split()[0] for line in lines if not line.startswith("hooked")],
-                         ["tiled-128", "stationary-128", "prewarm"])
-        self.assertEqual(done.stdout.count("hooked"), 3)
-        self.assertIn("--heads 128 --v-head-dim 128 --weights bf16 --m 64,256,4096", self.log("tiled-128"))
-        self.assertIn("SCHEDULE= TILES=", self.log("tiled-128"))
-        self.assertIn("SCHEDULE=stationary", self.log("stationary-128"))
-        self.assertTrue(os.path.exists(os.path.join(self.out, "stationary-h128-pdl.json")))
+                         ["past-tiled", "grid-pdl", "prewarm", "m32"])
+        self.assertEqual(done.stdout.count("hooked"), 4)
+        self.assertIn("--heads 8,16,32,64 --m 64,256,1024", self.log("past-tiled"))
+        self.assertIn("SCHEDULE=tiled TILES=", self.log("past-tiled"))
+        self.assertIn("--pdl --heads 8,16,32,64,128 --m 1,4,16,32,64,256,1024,4096,8192", self.log("grid-pdl"))
+        self.assertIn("SCHEDULE= TILES=", self.log("grid-pdl"))
+        self.assertTrue(os.path.exists(os.path.join(self.out, "grid-pdl.json")))
         prewarm = self.log("prewarm")
-        self.assertIn("TILES=1-32:ring:32x4x3,33-8192:wg:10", prewarm)
-        self.assertIn("TILES=1-16:64x8x1,17-8192:wg:10", prewarm)
-        self.assertEqual(prewarm.count("spark-prewarm"), 2 + 6)  # built-in, stationary, six tables
+        self.assertIn("SCHEDULE=stationary", prewarm)
+        self.assertIn("TILES=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
+        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4)  # auto, tiled, stationary, four tables
+        m32 = self.log("m32")
+        self.assertEqual(m32.count("rc=0"), 5)
+        self.assertIn("== tiled64 1-16:64x4x1,17-8192:64x4x2", m32)
+        self.assertTrue(os.path.exists(os.path.join(self.out, "m32", "sweep-wg.json")))
 
     def test_an_unknown_step_is_refused_before_anything_runs(self):
-        done = self.run_steps("prewarm", "grid")
+        done = self.run_steps("prewarm", "grids")
         self.assertEqual(done.returncode, 2)
-        self.assertIn("STEP 'grid' is not one of", done.stderr)
+        self.assertIn("STEP 'grids' is not one of", done.stderr)
         self.assertFalse(os.path.exists(self.out))
 
     def test_list(self):
         done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), "--list"], capture_output=True, text=True)
         self.assertEqual(done.returncode, 0)
-        self.assertEqual(done.stdout.split()[:3], ["check", "prewarm", "stationary-128"])
+        self.assertEqual(done.stdout.split()[:3], ["check", "prewarm", "grid-pdl"])
 
 
 if __name__ == "__main__":

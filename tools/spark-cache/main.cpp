@@ -234,7 +234,7 @@ constexpr EnvVar kEnvVars[] = {
     {"SPARK_DUMP_DIR", "no dumps"},
     {"SPARK_NVRTC_LIBRARY", "libnvrtc.so.<major> by the loader's search, else the build's toolkit"},
     {"SPARK_REGIMES", "the built-in regime table of each arch"},
-    {"SPARK_OPROJ_SCHEDULE", "tiled"},
+    {"SPARK_OPROJ_SCHEDULE", "auto"},
     {"SPARK_OPROJ_TILES", "the value up-projection's built-in regimes and tiles"},
 };
 

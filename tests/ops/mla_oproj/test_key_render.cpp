@@ -112,6 +112,45 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
                   Error);
 }
 
+TEST_CASE("oproj auto schedule: tiled decode, then ring or stationary by heads, tiled where the arch lacks them") {
+  using oproj::Schedule;
+  const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
+  REQUIRE(r.size() == 3);
+  CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, oproj::kMaxM}));
+  const auto tile = [](int heads, int v, const MRegime& regime, WeightFormat w, const char* arch) {
+    return oproj::tile_for(key(heads, v, regime, w, OutDtype::kBf16, arch), Schedule::kAuto);
+  };
+  for (WeightFormat w : kWeightFormats) {
+    const std::string format(to_string(w));
+    CAPTURE(format);
+    // Decode: the tiled kernel at any head count.
+    for (int heads : {1, 8, 128}) {
+      const oproj::Tile d = tile(heads, 128, r[0], w, "sm_90a");
+      CHECK((!d.ring && !d.stationary && d.tm == 1));
+    }
+    // Few heads past decode: the ring (two 16-row tiles a unit) up to 32 rows, then tiled.
+    const oproj::Tile ring = tile(8, 128, r[1], w, "sm_90a");
+    CHECK((ring.ring && ring.bn == 32 && ring.ksplit == 4 && ring.tm == 2 && ring.stages == 2));
+    const oproj::Tile few = tile(8, 128, r[2], w, "sm_90a");
+    CHECK((!few.ring && !few.stationary && few.tm == 2));
+    // Many heads: the stationary kernel from M = 17 on sm_90a; elsewhere the ring to 32 rows.
+    for (const MRegime& past : {r[1], r[2]}) {
+      CHECK(tile(128, 256, past, w, "sm_90a").stationary);
+      const oproj::Tile elsewhere = tile(128, 256, past, w, "sm_100a");
+      CHECK((!elsewhere.stationary && elsewhere.ring == (past == r[1]) && elsewhere.tm == 2));
+    }
+    // Where two ring CTAs do not fit an SM (bf16 weights on a 100 KB arch), tiled.
+    const oproj::Tile small_sm = tile(8, 128, r[1], w, "sm_89");
+    CHECK(small_sm.ring == (w != WeightFormat::kBf16));
+    if (small_sm.ring) CHECK(2 * (small_sm.smem_bytes(key(8, 128, r[1], w, OutDtype::kBf16, "sm_89")) + 1024) <=
+                             arch_info("sm_89").max_smem_per_block + 1024);
+  }
+  // The explicit schedules: tiled everywhere, stationary past decode on sm_90a.
+  CHECK_FALSE(oproj::tile_for(key(8, 128, r[1]), Schedule::kTiled).ring);
+  CHECK(oproj::tile_for(key(8, 128, r[1]), Schedule::kStationary).stationary);
+  CHECK(oproj::parse_schedule("auto") == Schedule::kAuto);
+}
+
 TEST_CASE("NVRTC compiles every oproj kernel shape on every arch, without spills") {
   // Each distinct (arch, tile, V, weights, output): the tile depends on heads (narrow or
   // wide CTAs), the regime and the schedule.
@@ -127,7 +166,8 @@ TEST_CASE("NVRTC compiles every oproj kernel shape on every arch, without spills
         for (WeightFormat w : kWeightFormats)
           for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3})
             for (const MRegime& r : oproj::regimes())
-              for (const oproj::Schedule schedule : {oproj::Schedule::kTiled, oproj::Schedule::kStationary}) {
+              for (const oproj::Schedule schedule :
+                   {oproj::Schedule::kAuto, oproj::Schedule::kTiled, oproj::Schedule::kStationary}) {
                 // Every arch compiles bf16 in and out; the conversions' two paths (sm_80's
                 // software e4m3, sm_89+'s instructions) on sm_80, sm_90a and sm_120a.
                 const bool converting = w != WeightFormat::kBf16 || out != OutDtype::kBf16;
