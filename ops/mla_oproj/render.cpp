@@ -13,9 +13,10 @@ namespace {
 
 constexpr int kWgStages = 10;  // o stages in the stationary schedule's ring
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
-// kernel past M = 32, and at M 17-32 (bench/NOTES.md v21).
-constexpr int kStationaryMinBlocks = 32;
+// kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
+// M = 64 it always pays (bench/NOTES.md v21).
 constexpr int kStationaryMinBlocksM32 = 64;
+constexpr int kStationaryMinBlocksM64 = 32;
 constexpr int kL = 512;
 
 }  // namespace
@@ -60,9 +61,9 @@ namespace {
 
 // Decode keeps one 16-row tile per warp.  Past it, two 16-row tiles per warp (tiled, ring),
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
-// memory across 64-row M tiles (stationary, wgmma).  M 17-32 is a regime of its own because
-// the ring serves it, not larger M.
-const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, 32}, {33, kMaxM}};
+// memory across 64-row M tiles (stationary, wgmma).  M 17-32 and 33-64 are regimes of their
+// own because the kernel that wins there depends on the heads and the weight format.
+const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, 32}, {33, 64}, {65, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
     "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES (weight-stationary wgmma on sm_90a, e.g. "
@@ -235,12 +236,14 @@ bool ring_fits(const Tile& t, const Key& key) {
 }
 
 // Whether the stationary kernel beats the others for a key past decode (bench/NOTES.md v21).
-// It keeps one CTA per 128 columns of a head per M chunk and loads (FP8: dequantises) that
-// head's whole weight slice before its first MMA, so it needs enough heads to fill the
-// machine, and more of them at M 17-32, where the ring reads each weight once for all rows.
+// It keeps one CTA per 128 columns of a head per M chunk and loads (FP8: dequantises, row by
+// row) that head's whole weight slice before its first MMA, a fixed cost that up to M = 64
+// only many CTAs hide; the ring reads each weight once for all of M 17-32.
 bool stationary_pays(const Key& key) {
+  if (key.regime.m_min > 64) return true;
   const int blocks = key.heads * key.v / 128;
-  return blocks >= (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocks);
+  const int fp8 = key.weights == WeightFormat::kBf16 ? 1 : 2;
+  return blocks >= fp8 * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
 }  // namespace

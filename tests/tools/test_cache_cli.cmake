@@ -130,7 +130,7 @@ run_rc(1 check_missing check --model glm5 --tp 8 --max-m 64 --cache-dir ${WORK}/
 expect_match(check_missing "MISSING mla_qproj.h8.k192.n512.r64.m17-32.wbf16.obf16.sm_90a")
 expect_match(check_missing "MISSING mla_qproj.h8.k192.n512.r64.m33-64.wbf16.oe4m3.sm_90a")
 expect_match(check_missing "MISSING mla_oproj.h8.v256.l512.m17-32.wbf16.obf16.sm_90a")
-expect_match(check_missing "MISSING mla_oproj.h8.v256.l512.m33-8192.wbf16.oe4m3.sm_90a")
+expect_match(check_missing "MISSING mla_oproj.h8.v256.l512.m33-64.wbf16.oe4m3.sm_90a")
 expect_match(check_missing "4 of 12 kernels")
 run_rc(1 check_json check --model glm5 --tp 8 --max-m 64 --arch sm_90a,sm_100a --json --cache-dir ${WORK}/model)
 string(JSON covered GET "${check_json_stdout}" covered)

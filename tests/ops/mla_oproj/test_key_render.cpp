@@ -112,41 +112,50 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
                   Error);
 }
 
-TEST_CASE("oproj auto schedule: tiled decode, then ring or stationary by heads, tiled where the arch lacks them") {
+TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by heads and format") {
   using oproj::Schedule;
   const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
-  REQUIRE(r.size() == 3);
-  CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, oproj::kMaxM}));
+  REQUIRE(r.size() == 4);
+  CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, 64} &&
+         r[3] == MRegime{65, oproj::kMaxM}));
   const auto tile = [](int heads, int v, const MRegime& regime, WeightFormat w, const char* arch) {
     return oproj::tile_for(key(heads, v, regime, w, OutDtype::kBf16, arch), Schedule::kAuto);
   };
+  const auto is_ring = [](const oproj::Tile& t) {
+    return t.ring && t.bn == 32 && t.ksplit == 4 && t.tm == 2 && t.stages == 2;
+  };
+  const auto is_tiled = [](const oproj::Tile& t, int tm) { return !t.ring && !t.stationary && t.tm == tm; };
   for (WeightFormat w : kWeightFormats) {
     const std::string format(to_string(w));
     CAPTURE(format);
+    const bool fp8 = w != WeightFormat::kBf16;
     // Decode: the tiled kernel at any head count.
-    for (int heads : {1, 8, 128}) {
-      const oproj::Tile d = tile(heads, 128, r[0], w, "sm_90a");
-      CHECK((!d.ring && !d.stationary && d.tm == 1));
-    }
-    // Few heads past decode: the ring (two 16-row tiles a unit) up to 32 rows, then tiled.
-    const oproj::Tile ring = tile(8, 128, r[1], w, "sm_90a");
-    CHECK((ring.ring && ring.bn == 32 && ring.ksplit == 4 && ring.tm == 2 && ring.stages == 2));
-    const oproj::Tile few = tile(8, 128, r[2], w, "sm_90a");
-    CHECK((!few.ring && !few.stationary && few.tm == 2));
-    // Many heads: the stationary kernel from M = 17 on sm_90a; elsewhere the ring to 32 rows.
-    for (const MRegime& past : {r[1], r[2]}) {
-      CHECK(tile(128, 256, past, w, "sm_90a").stationary);
-      const oproj::Tile elsewhere = tile(128, 256, past, w, "sm_100a");
-      CHECK((!elsewhere.stationary && elsewhere.ring == (past == r[1]) && elsewhere.tm == 2));
-    }
+    for (int heads : {1, 8, 128}) CHECK(is_tiled(tile(heads, 128, r[0], w, "sm_90a"), 1));
+    // M 17-32: the ring below 64 (head, 128 columns) blocks (128 with FP8 weights).
+    CHECK(is_ring(tile(32, 128, r[1], w, "sm_90a")));
+    CHECK(tile(64, 128, r[1], w, "sm_90a").stationary == !fp8);
+    CHECK(is_ring(tile(64, 128, r[1], w, "sm_90a")) == fp8);
+    CHECK(tile(64, 256, r[1], w, "sm_90a").stationary);
+    // M 33-64: tiled below 32 blocks (64 with FP8 weights).
+    CHECK(is_tiled(tile(16, 128, r[2], w, "sm_90a"), 2));
+    CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
+    CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
+    // Past M = 64: stationary at any head count.
+    CHECK(tile(1, 128, r[3], w, "sm_90a").stationary);
+    // Off sm_90a: the ring at M 17-32, tiled past it.
+    CHECK(is_ring(tile(128, 256, r[1], w, "sm_100a")));
+    CHECK(is_tiled(tile(128, 256, r[2], w, "sm_100a"), 2));
+    CHECK(is_tiled(tile(128, 256, r[3], w, "sm_100a"), 2));
     // Where two ring CTAs do not fit an SM (bf16 weights on a 100 KB arch), tiled.
     const oproj::Tile small_sm = tile(8, 128, r[1], w, "sm_89");
-    CHECK(small_sm.ring == (w != WeightFormat::kBf16));
-    if (small_sm.ring) CHECK(2 * (small_sm.smem_bytes(key(8, 128, r[1], w, OutDtype::kBf16, "sm_89")) + 1024) <=
-                             arch_info("sm_89").max_smem_per_block + 1024);
+    CHECK(small_sm.ring == fp8);
+    if (small_sm.ring)
+      CHECK(2 * (small_sm.smem_bytes(key(8, 128, r[1], w, OutDtype::kBf16, "sm_89")) + 1024) <=
+            arch_info("sm_89").max_smem_per_block + 1024);
   }
   // The explicit schedules: tiled everywhere, stationary past decode on sm_90a.
   CHECK_FALSE(oproj::tile_for(key(8, 128, r[1]), Schedule::kTiled).ring);
+  CHECK_FALSE(oproj::tile_for(key(8, 128, r[3]), Schedule::kTiled).stationary);
   CHECK(oproj::tile_for(key(8, 128, r[1]), Schedule::kStationary).stationary);
   CHECK(oproj::parse_schedule("auto") == Schedule::kAuto);
 }
