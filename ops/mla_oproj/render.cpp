@@ -265,10 +265,12 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     case Schedule::kStationary:
       if (wgmma) return stationary_tile(kWgStages);
       break;
-    case Schedule::kAuto:
+    case Schedule::kAuto: {
       if (wgmma && stationary_pays(key)) return stationary_tile(kWgStages);
-      if (key.regime.m_max <= 32 && ring_fits(auto_ring_tile(), key)) return auto_ring_tile();
+      const Tile ring = auto_ring_tile();
+      if (key.regime.m_max <= 32 && ring_fits(ring, key)) return ring;
       break;
+    }
   }
   return builtin_tiled(key);
 }

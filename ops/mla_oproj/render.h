@@ -42,9 +42,10 @@ struct Tile {
 // The schedule past decode (M > 16).  Auto, the default, takes per key what spark-bench
 // measured fastest (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel past
 // M = 64, and at M 17-64 where the heads give it enough CTAs; below that the persistent ring
-// at M 17-32 and the tiled kernel at 33-64; off sm_90a the ring at 17-32, then tiled.  SPARK_OPROJ_SCHEDULE ("auto", "tiled" or "stationary") overrides it: tiled
-// everywhere, or stationary past decode on sm_90a.  The rendered sources differ, so the cache
-// never mixes their entries.
+// at M 17-32 and the tiled kernel at 33-64; off sm_90a the ring at 17-32, then tiled.
+// SPARK_OPROJ_SCHEDULE ("auto", "tiled" or "stationary") overrides it: tiled everywhere, or
+// stationary past decode on sm_90a.  The rendered sources differ, so the cache never mixes
+// their entries.
 enum class Schedule { kAuto, kTiled, kStationary };
 // "auto", "tiled" or "stationary"; anything else throws INVALID_ARGUMENT naming the variable.
 Schedule parse_schedule(std::string_view text);
@@ -57,8 +58,8 @@ struct RegimeTile {
   Tile tile;
 };
 
-// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-8192) with `past_decode`
-// after decode, or a tuning override's own regimes and tiles.
+// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-8192) with
+// `past_decode` after decode, or a tuning override's own regimes and tiles.
 struct Tiling {
   Schedule past_decode = Schedule::kAuto;
   std::vector<RegimeTile> override_table;  // empty: the built-in regimes
