@@ -1,13 +1,16 @@
 // The value up-projection's weight-stationary schedule on sm_90a's warp-group MMAs
-// (wgmma), for M past decode.  A CTA is one warp group that owns 128 columns of one head
-// (all of V = 128, half of V = 256) for a contiguous range of 64-row M tiles: it copies
-// W_UV[h]'s 128 x L slice into shared memory once (FP8 dequantised on the way), then
-// streams the o tiles through a ring of kStages 64 x 64 stages and multiplies each with
-// m64n128k16 MMAs.  Both operands are K-major (L contiguous), so the weights sit in the
-// same 128-byte swizzled layout as the o stages: L / 64 blocks of 128 rows x 128 bytes.
-// The ring keeps kStages - 2 stages in flight past the two the MMAs may still read, and
-// the copies continue through each tile's epilogue.  The weights are requested before the
-// wait on the previous kernel, the activations after.
+// (wgmma), for M past decode.  A CTA owns 128 columns of one head (all of V = 128, half of
+// V = 256) for a contiguous range of 64-row M tiles: it copies W_UV[h]'s 128 x L slice into
+// shared memory once (FP8 dequantised on the way), then streams the o tiles through rings
+// of 64 x 64 stages and multiplies each with m64n128k16 MMAs.  Both operands are K-major (L
+// contiguous), so the weights sit in the same 128-byte swizzled layout as the o stages:
+// L / 64 blocks of 128 rows x 128 bytes.  kGroups warp groups (teams) share the weights
+// and take the CTA's tiles in turn (tile j to team j % kGroups); each has its own ring of
+// kStages stages and synchronises only its own threads, so one team's epilogue and
+// barriers overlap another's MMAs.  A ring keeps its stages in flight but the kHeld its
+// MMAs may still read, and its copies continue through each tile's epilogue.  The
+// weights are requested (FP8: loaded and dequantised) before the wait on the previous
+// kernel, the activations after.
 #pragma once
 
 #include "mla_oproj.cuh"
@@ -15,14 +18,19 @@
 
 namespace spark {
 
-// The layout from the named choices S: V, L, kStages (o stages in the ring), kOut,
-// kWeights.
+// The layout from the named choices S: V, L, kStages (o stages in a team's ring), kGroups
+// (teams), kOut, kWeights.
 template <class S>
 struct MlaOprojWgConfig : S {
-  using S::V, S::L, S::kStages, S::kOut, S::kWeights;
+  using S::V, S::L, S::kStages, S::kGroups, S::kOut, S::kWeights;
   static constexpr bool kFp8 = kWeights != WeightKind::kBf16;
   static constexpr int BM = 64, BN = 128;  // one m64n128 MMA tile per o tile
-  static constexpr int kThreads = 128;
+  static constexpr int kTeamThreads = 128;
+  static constexpr int kThreads = kGroups * kTeamThreads;
+  // Stages a team's MMAs may still read when it requests the next: two where one team keeps
+  // a block's MMAs in flight across the next wait, one where two teams take turns at the
+  // tensor cores and each retires its MMAs before its barrier.
+  static constexpr int kHeld = kGroups > 1 ? 1 : 2;
   static constexpr int kLBlocks = L / 64;  // 64-element (128-byte) swizzle blocks along L
   static constexpr int kOutBytes = out_bytes(kOut);
   static constexpr int kWBlockBytes = BN * 128;  // a block of weights: BN rows x 128 bytes
@@ -32,11 +40,13 @@ struct MlaOprojWgConfig : S {
   static constexpr int kStageCols = 64;
   static constexpr int kLdC = kStageCols * kOutBytes + 16;
   static constexpr int kSmemWarpC = 16 * kLdC;
-  static constexpr int kOffStaging = kOffStages + kStages * kStageBytes;
+  static constexpr int kOffStaging = kOffStages + kGroups * kStages * kStageBytes;
   // Plus 1 KB so the layout can start at the next 1024-byte boundary of the window.
-  static constexpr int kSmemBytes = kOffStaging + 4 * kSmemWarpC + 1024;
+  static constexpr int kSmemBytes = kOffStaging + kGroups * 4 * kSmemWarpC + 1024;
   static_assert(L % 64 == 0 && V % BN == 0, "L in swizzle blocks, V in 128-column units");
-  static_assert(kStages >= 3 && kStages <= 10, "the ring (cp_async_wait_group takes kStages - 3)");
+  static_assert(kStages >= 3 && kStages <= 10, "the ring (cp_async_wait_group takes kStages - kHeld - 1)");
+  static_assert(kGroups == 1 || kGroups == 2, "one or two teams (named barriers 1 and 2)");
+  static_assert(kLBlocks % kGroups == 0, "FP8: the teams split each weight row's blocks evenly");
   static_assert(kWBlockBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kOffStages % 1024 == 0,
                 "swizzle atoms stay 1024-byte aligned");
 };
@@ -48,7 +58,8 @@ __device__ __forceinline__ int wg_w_offset(int b, int n, int c) {
 }
 
 // The CTA's weights into shared memory: bf16 by cp.async (one commit group), FP8 through
-// registers, each row's 64-element blocks dequantised as they arrive (thread n owns row n).
+// registers, 64-element blocks dequantised as they arrive: thread t owns row t % BN and
+// team t / BN's share of the row's L blocks.
 template <class C>
 __device__ __forceinline__ void wg_load_weights(const MlaOprojParams& p, u8* smem, int h, int n0) {
   if constexpr (!C::kFp8) {
@@ -60,12 +71,14 @@ __device__ __forceinline__ void wg_load_weights(const MlaOprojParams& p, u8* sme
           p.w_stride_v * 2, C::BN, C::BN, p.w, threadIdx.x);
     cp_async_commit();
   } else {
-    static_assert(C::kThreads == C::BN, "a thread per weight row");
-    const int n = threadIdx.x;
+    static_assert(C::kTeamThreads == C::BN, "a team's thread per weight row");
+    constexpr int kBlocks = C::kLBlocks / C::kGroups;  // of each row, per thread
+    constexpr int kBatch = kBlocks < 4 ? kBlocks : 4;  // blocks whose loads are in flight together
+    static_assert(kBlocks % kBatch == 0, "whole batches");
+    const int n = threadIdx.x % C::BN, first = threadIdx.x / C::BN * kBlocks;
     const u8* row = static_cast<const u8*>(p.w) + h * p.w_stride_h + (n0 + n) * p.w_stride_v;
-    constexpr int kBatch = 4;  // blocks whose loads are in flight together
 #pragma unroll
-    for (int b0 = 0; b0 < C::kLBlocks; b0 += kBatch) {
+    for (int b0 = first; b0 < first + kBlocks; b0 += kBatch) {
       uint4 raw[kBatch][4];
       float scale[kBatch][2];
 #pragma unroll
@@ -112,42 +125,54 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
   grid_dependents_launch();
   const float inv_scale = C::kOut == OutKind::kE4m3 ? rcp_rn(*p.out_scale) : 1.0f;
 
-  // Ring entry i holds L block i % kLBlocks of local tile i / kLBlocks; one commit group
-  // per entry (empty past the last), so every step waits for the same count.
-  u8* stages = smem + C::kOffStages;
-  const int total = tiles * C::kLBlocks;
+  // Team `team` takes the CTA's tiles team, team + kGroups, ...  Its ring entry i holds L
+  // block i % kLBlocks of its local tile i / kLBlocks; one commit group per entry (empty
+  // past the last), so every step waits for the same count.
+  const int team = threadIdx.x / C::kTeamThreads, ttid = threadIdx.x % C::kTeamThreads;
+  const int my_tiles = tiles > team ? (tiles - team + C::kGroups - 1) / C::kGroups : 0;
+  const auto tile_m0 = [&](int j) { return (first_tile + team + j * C::kGroups) * C::BM; };
+  u8* stages = smem + C::kOffStages + team * C::kStages * C::kStageBytes;
+  const int total = my_tiles * C::kLBlocks;
   const u8* o_head = static_cast<const u8*>(p.o) + h * p.o_stride_h * 2;
   const auto load = [&](int i) {
     if (i < total) {
-      const int m0 = (first_tile + i / C::kLBlocks) * C::BM;
-      copy_rows_async_to<8, C::kThreads>(
+      const int m0 = tile_m0(i / C::kLBlocks);
+      copy_rows_async_to<8, C::kTeamThreads>(
           stages + i % C::kStages * C::kStageBytes, [](int r, int c) { return swizzle128(r, c); },
-          o_head + m0 * p.o_stride_m * 2 + i % C::kLBlocks * 128, p.o_stride_m * 2, C::BM, p.m - m0, p.o,
-          threadIdx.x);
+          o_head + m0 * p.o_stride_m * 2 + i % C::kLBlocks * 128, p.o_stride_m * 2, C::BM, p.m - m0, p.o, ttid);
     }
     cp_async_commit();
   };
 #pragma unroll
-  for (int i = 0; i < C::kStages - 2; ++i) load(i);
+  for (int i = 0; i < C::kStages - C::kHeld; ++i) load(i);
+  // Every thread's weights (bf16: the oldest copy group; FP8: the dequantised stores) are
+  // visible to wgmma before any team's first MMA.
+  cp_async_wait_group<C::kStages - C::kHeld>();
+  fence_proxy_async();
+  __syncthreads();
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = ttid / 32, lane = ttid % 32;
   const u32 w_base = smem_addr(smem), stage_base = smem_addr(stages);
-  u8* my_c = smem + C::kOffStaging + warp * C::kSmemWarpC;
+  u8* my_c = smem + C::kOffStaging + threadIdx.x / 32 * C::kSmemWarpC;
   float acc[C::BN / 2];
 #pragma unroll
   for (int i = 0; i < C::BN / 2; ++i) acc[i] = 0.0f;
 
-  for (int j = 0; j < tiles; ++j) {
+  for (int j = 0; j < my_tiles; ++j) {
 #pragma unroll
     for (int b = 0; b < C::kLBlocks; ++b) {
-      // Entry i has landed for every thread (and, FP8, the dequantised weights are
-      // stored); every warp has retired the MMAs of entry i - 2, so its stage takes entry
-      // i + kStages - 2.
+      // Entry i has landed for the whole team; every warp of it has retired the MMAs of
+      // entry i - kHeld, so its stage takes entry i + kStages - kHeld.
       const int i = j * C::kLBlocks + b;
-      cp_async_wait_group<C::kStages - 3>();
+      cp_async_wait_group<C::kStages - C::kHeld - 1>();
       fence_proxy_async();
-      __syncthreads();
-      load(i + C::kStages - 2);
+      if constexpr (C::kHeld == 1) wgmma_wait<0>();
+      if constexpr (C::kGroups == 1) {
+        __syncthreads();
+      } else {
+        asm volatile("bar.sync %0, %1;\n" ::"r"(1 + team), "n"(C::kTeamThreads) : "memory");
+      }
+      load(i + C::kStages - C::kHeld);
 
       const u32 a_base = stage_base + i % C::kStages * C::kStageBytes;
       wgmma_fence();
@@ -158,14 +183,14 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
         wgmma_bf16<C::BN, BMajor::kK>(acc, da, db, b > 0 || s > 0 ? 1 : 0);
       }
       wgmma_commit();
-      if (b < C::kLBlocks - 1) wgmma_wait<1>();
+      if (C::kHeld == 2 && b < C::kLBlocks - 1) wgmma_wait<1>();
     }
 
     // The tile's outputs, the warp's 16 rows through its staging buffer.
     wgmma_wait<0>();
     wgmma_fence_regs(acc);
     store_warp_rows<C::BN, C::kStageCols, C::kLdC, C::kOut>(
-        acc, my_c, (first_tile + j) * C::BM + warp * 16, p.m,
+        acc, my_c, tile_m0(j) + warp * 16, p.m,
         [&](int m, int col) {
           return static_cast<u8*>(p.out) + (m * p.out_stride_m + h * C::V + n0 + col) * C::kOutBytes;
         },

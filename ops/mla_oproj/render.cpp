@@ -11,7 +11,11 @@ namespace spark::oproj {
 
 namespace {
 
-constexpr int kWgStages = 10;  // o stages in the stationary schedule's ring
+// The stationary schedule: one warp group with a ring of ten o stages, or (V = 256 from
+// M = 513, bench/NOTES.md v23) two teams of five.
+constexpr int kWgStages = 10;
+constexpr int kWgTeamStages = 5;
+constexpr int kWgTeamsFromM = 513;
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
 // kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
 // M = 64 it always pays (bench/NOTES.md v21).
@@ -34,10 +38,11 @@ int ring_smem_floor(int per_block) { return ((per_block + 1024) / 3 - 1024) / 16
 
 int Tile::smem_bytes(const Key& key) const {
   if (stationary) {
-    // Weights (L / 64 blocks of 128 rows x 128 bytes), the o stages (64 rows x 128 bytes),
-    // four warps' output staging (16 rows x (64 columns + 16 bytes)), and 1 KB to align.
+    // Weights (L / 64 blocks of 128 rows x 128 bytes), each team's o stages (64 rows x 128
+    // bytes) and four warps' output staging (16 rows x (64 columns + 16 bytes)), and 1 KB
+    // to align.
     const int out_bytes = key.out == OutDtype::kBf16 ? 2 : 1;
-    return kL / 64 * 128 * 128 + stages * 64 * 128 + 4 * 16 * (64 * out_bytes + 16) + 1024;
+    return kL / 64 * 128 * 128 + groups * (stages * 64 * 128 + 4 * 16 * (64 * out_bytes + 16)) + 1024;
   }
   const int partials = ksplit * bm() * bn * 4;  // every warp row's partial sums
   if (!ring) return partials;
@@ -50,7 +55,10 @@ int Tile::smem_bytes(const Key& key) const {
 
 std::string Tile::describe() const {
   if (stationary)
-    return fmt::format("weight-stationary wgmma, 64x{} tiles, {} o stages, {} threads", bn, stages, threads());
+    return groups == 1 ? fmt::format("weight-stationary wgmma, 64x{} tiles, {} o stages, {} threads", bn, stages,
+                                     threads())
+                       : fmt::format("weight-stationary wgmma, 64x{} tiles, {} teams of {} o stages, {} threads", bn,
+                                     groups, stages, threads());
   if (ring)
     return fmt::format("persistent ring, {}x{} units, {} warps along L, {} weight slots, {} threads", bm(), bn,
                        ksplit, stages, threads());
@@ -63,17 +71,18 @@ namespace {
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
 // memory across 64-row M tiles (stationary, wgmma).  M 17-32 and 33-64 are regimes of their
 // own because the kernel that wins there depends on the heads and the weight format.
-const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, 32}, {33, 64}, {65, kMaxM}};
+const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, 32}, {33, 64}, {65, kWgTeamsFromM - 1}, {kWgTeamsFromM, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
-    "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES (weight-stationary wgmma on sm_90a, e.g. "
-    "17-8192:wg:10) or LO-HI:ring:BNxKSPLITxSTAGES (a persistent decode ring, HI <= 32, e.g. 1-16:ring:32x4x3)";
+    "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES[xTEAMS] (weight-stationary wgmma on sm_90a, "
+    "e.g. 17-8192:wg:10 or 65-8192:wg:5x2) or LO-HI:ring:BNxKSPLITxSTAGES (a persistent decode ring, HI <= 32, e.g. 1-16:ring:32x4x3)";
 
-Tile stationary_tile(int stages) {
+Tile stationary_tile(int stages, int groups) {
   Tile t;
   t.stationary = true;
   t.bn = 128;
   t.stages = stages;
+  t.groups = groups;
   return t;
 }
 
@@ -122,8 +131,9 @@ Tile read_ring_tile(ItemReader& r) {
 Tile read_override_tile(ItemReader& r) {
   if (r.take("wg:")) {
     const int stages = r.number("STAGES", 3, 10);
+    const int groups = r.take("x") ? r.number("TEAMS", 1, 2) : 1;
     r.expect_end();
-    return stationary_tile(stages);
+    return stationary_tile(stages, groups);
   }
   if (r.take("ring:")) return read_ring_tile(r);
   Tile t;
@@ -246,6 +256,14 @@ bool stationary_pays(const Key& key) {
   return blocks >= fp8 * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
+// The built-in stationary tile for a key.  Two teams pay where V = 256 (two CTAs per head
+// read the same o rows) and each CTA has several tiles; with fewer, one team and its
+// deeper ring fetch a tile sooner.
+Tile builtin_stationary(const Key& key) {
+  if (key.v == 256 && key.regime.m_min >= kWgTeamsFromM) return stationary_tile(kWgTeamStages, 2);
+  return stationary_tile(kWgStages, 1);
+}
+
 }  // namespace
 
 Tile tile_for(const Key& key, const Tiling& tiling) {
@@ -263,10 +281,10 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     case Schedule::kTiled:
       break;
     case Schedule::kStationary:
-      if (wgmma) return stationary_tile(kWgStages);
+      if (wgmma) return builtin_stationary(key);
       break;
     case Schedule::kAuto: {
-      if (wgmma && stationary_pays(key)) return stationary_tile(kWgStages);
+      if (wgmma && stationary_pays(key)) return builtin_stationary(key);
       const Tile ring = auto_ring_tile();
       if (key.regime.m_max <= 32 && ring_fits(ring, key)) return ring;
       break;
@@ -307,7 +325,7 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
   const char* driver = t.stationary ? "mla_oproj_wg" : t.ring ? "mla_oproj_ring" : "mla_oproj";
   std::string choices;
   if (t.stationary) {
-    choices = fmt::format("  static constexpr int kStages = {};\n", t.stages);
+    choices = fmt::format("  static constexpr int kStages = {}, kGroups = {};\n", t.stages, t.groups);
   } else {
     choices = fmt::format("  static constexpr int BN = {}, KSPLIT = {}, {} = {};\n", t.bn, t.ksplit,
                           t.ring ? "kStages" : "TM", t.ring ? t.stages : t.tm);

@@ -12,15 +12,16 @@
 namespace spark::oproj {
 
 // Bumped whenever the generator's output for some key changes meaning.
-inline constexpr int kGeneratorVersion = 2;
+inline constexpr int kGeneratorVersion = 3;
 // The kernel's __global__ function: kernel_symbol("mla_oproj") (core/key_name.h).
 inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 
 // A CTA's work.  Tiled (templates/mla_oproj.cuh, every arch): BN columns of one head and
 // 16 x TM rows of M, its warps split BN / 32 ways across the columns and KSPLIT ways along
-// L.  Stationary (templates/mla_oproj_wg.cuh, sm_90a): one warp group that keeps 128
-// columns of one head's weights in shared memory for a range of 64-row M tiles, streaming
-// o through `stages` 64 x 64 stages.  Ring (templates/mla_oproj_ring.cuh, M <= 32): a
+// L.  Stationary (templates/mla_oproj_wg.cuh, sm_90a): one or two warp groups (`groups`
+// teams) that keep 128 columns of one head's weights in shared memory for a range of 64-row
+// M tiles, taking the tiles in turn, each team streaming o through its `stages` 64 x 64
+// stages.  Ring (templates/mla_oproj_ring.cuh, M <= 32): a
 // persistent CTA, two per SM, that walks (head, BN columns) units of 16 x TM rows,
 // warps as the tiled tile's, streaming their weights through `stages` shared-memory slots
 // and leaving room on the SM for the next kernel's CTA.
@@ -30,9 +31,10 @@ struct Tile {
   int bn = 32;
   int ksplit = 8;
   int tm = 1;
-  int stages = 0;  // stationary and ring
+  int stages = 0;  // stationary (per team) and ring
+  int groups = 1;  // stationary: warp groups (teams) sharing the weights
   int bm() const { return stationary ? 64 : 16 * tm; }
-  int threads() const { return stationary ? 128 : bn / 32 * ksplit * 32; }
+  int threads() const { return stationary ? 128 * groups : bn / 32 * ksplit * 32; }
   // Dynamic shared memory on the key's arch (the stationary schedule stages outputs of the
   // key's dtype, the ring holds weights of its format and fills half an SM).
   int smem_bytes(const Key& key) const;
@@ -58,7 +60,7 @@ struct RegimeTile {
   Tile tile;
 };
 
-// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-8192) with
+// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-512, 513-8192) with
 // `past_decode` after decode, or a tuning override's own regimes and tiles.
 struct Tiling {
   Schedule past_decode = Schedule::kAuto;
@@ -68,14 +70,15 @@ struct Tiling {
   explicit Tiling(std::vector<RegimeTile> table) : override_table(std::move(table)) {}
 };
 
-// "LO-HI:BNxKSPLITxTM" (tiled), "LO-HI:wg:STAGES" (stationary, sm_90a; elsewhere that
+// "LO-HI:BNxKSPLITxTM" (tiled), "LO-HI:wg:STAGES[xTEAMS]" (stationary, sm_90a; elsewhere that
 // regime takes its built-in tiled tile) or "LO-HI:ring:BNxKSPLITxSTAGES" (ring; on an arch
 // where two of its CTAs do not fit an SM, the built-in tiled tile) items -> regimes and
 // tiles, the SPARK_OPROJ_TILES tuning override (throws INVALID_ARGUMENT naming the item and
 // the rule it breaks).  LO and HI in 1..8192, the regimes contiguous from 1 to 8192.  Tiled:
 // BN 32, 64 or 128; KSPLIT 4, 8 or 16 (warps along L = 512: fewer would hold more weights
 // per lane than its registers); TM 1..4; at most 512 threads (BN / 32 x KSPLIT <= 16), and
-// at 512 threads 16 / KSPLIT + TM <= 5 (the registers a lane has then).  wg: STAGES 3..10.
+// at 512 threads 16 / KSPLIT + TM <= 5 (the registers a lane has then).  wg: STAGES 3..10
+// per team, TEAMS 1 (default) or 2.
 // ring: HI <= 32 (16-row tiles per unit: one, or two past M = 16, which only a 128-thread
 // ring has the registers for), BN 32 or 64, KSPLIT 4 or 8, at most 256 threads and KSPLIT 8
 // at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  A

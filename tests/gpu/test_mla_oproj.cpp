@@ -159,11 +159,11 @@ std::vector<uint16_t> random_o(const Case& c, uint64_t seed) {
 
 // One-hot o: row m of every head is e_m (1.0 at l = m, +0 elsewhere), so out[m, h*V + v] is
 // W_UV[h, m, v] itself.
+// o row m = e_(m mod L).
 std::vector<uint16_t> identity_o(const Case& c) {
-  REQUIRE(c.M <= kL);
   std::vector<uint16_t> dense(static_cast<size_t>(c.M) * c.H * kL, 0);
   for (int m = 0; m < c.M; ++m)
-    for (int h = 0; h < c.H; ++h) dense[(static_cast<size_t>(m) * c.H + h) * kL + m] = 0x3F80;  // bf16 1.0
+    for (int h = 0; h < c.H; ++h) dense[(static_cast<size_t>(m) * c.H + h) * kL + m % kL] = 0x3F80;  // bf16 1.0
   return layout_o(c, dense);
 }
 
@@ -831,7 +831,7 @@ IdentityResult run_identity(const HostWeights& w, const std::function<std::strin
   Case full;
   full.H = H;
   full.V = V;
-  full.M = kL;
+  full.M = 2 * kL;  // twice through L: M = 1024 takes the kernel past M = 512
   full.o_layout = OLayout::kTokenPadded;
   full.pitched = true;
   const std::vector<uint16_t> o = identity_o(full);
@@ -847,7 +847,7 @@ IdentityResult run_identity(const HostWeights& w, const std::function<std::strin
     for (int l = 0; l < kL; ++l)
       if (bf16_is_nan(w.wd[hv * kL + l])) nan_col[hv] = 1;
 
-  std::vector<std::pair<int, int>> runs = {{kL, 0}};  // (M, first o row)
+  std::vector<std::pair<int, int>> runs = {{2 * kL, 0}, {kL, 0}};  // (M, first o row)
   for (int r = 0; r + 16 <= kL; r += 16) runs.emplace_back(16, r);
   for (int r = 0; r + 64 <= kL; r += 64) runs.emplace_back(64, r);
 
@@ -866,12 +866,12 @@ IdentityResult run_identity(const HostWeights& w, const std::function<std::strin
     Case c = full;
     c.M = M;
     run_oproj(plan.get(), oproj_args(c, d_o.get(), dw, d_out.get(), nullptr, row0), d_out, st, out);
-    // The allocation holds L + 3 rows: every row from M on is a sentinel.
+    // The allocation holds 2L rows and the sentinel rows: every row from M on is a sentinel.
     require_layout(check_out_layout<uint16_t>(c, out, kPoisonBf16));
     for (int m = 0; m < M; ++m)
       for (int h = 0; h < H; ++h)
         for (int v = 0; v < V; ++v) {
-          const int l = row0 + m;
+          const int l = (row0 + m) % kL;
           const size_t hv = static_cast<size_t>(h) * V + v;
           const uint16_t got = out[static_cast<size_t>(m) * pitch + hv], want = w.wd[hv * kL + l];
           if (nan_col[hv]) {

@@ -86,9 +86,18 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
   CHECK(wg.tile.stationary);
   CHECK(wg.source.find("#include \"mla_oproj_wg.cuh\"") != std::string::npos);
   CHECK(wg.source != oproj::render(key(8, 256, regimes.back()), Schedule::kTiled).source);
-  CHECK(wg.threads == 128);
+  // Past M = 512 at V = 256: two teams of five stages, filling the SM's shared memory with
+  // bf16 output; V = 128 and M <= 512 one warp group with ten.
+  CHECK(wg.threads == 256);
+  CHECK((wg.tile.groups == 2 && wg.tile.stages == 5));
   CHECK(wg.smem_bytes == wg.tile.smem_bytes(key(8, 256, regimes.back())));
-  CHECK(wg.smem_bytes <= arch_info("sm_90a").max_smem_per_block);
+  CHECK(wg.smem_bytes == arch_info("sm_90a").max_smem_per_block);
+  CHECK(wg.tile.describe().find("2 teams of 5 o stages") != std::string::npos);
+  for (const auto& [v, regime] : {std::pair{128, regimes.back()}, std::pair{256, regimes[regimes.size() - 2]}}) {
+    const oproj::RenderedSource one = oproj::render(key(8, v, regime), Schedule::kStationary);
+    CHECK((one.threads == 128 && one.tile.groups == 1 && one.tile.stages == 10));
+    CHECK(one.smem_bytes <= arch_info("sm_90a").max_smem_per_block);
+  }
   CHECK_FALSE(oproj::render(key(8, 256, regimes.front()), Schedule::kStationary).tile.stationary);
   CHECK_FALSE(oproj::tile_for(key(8, 256, regimes.back(), WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"),
                               Schedule::kStationary)
@@ -115,9 +124,9 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
 TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by heads and format") {
   using oproj::Schedule;
   const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
-  REQUIRE(r.size() == 4);
+  REQUIRE(r.size() == 5);
   CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, 64} &&
-         r[3] == MRegime{65, oproj::kMaxM}));
+         r[3] == MRegime{65, 512} && r[4] == MRegime{513, oproj::kMaxM}));
   const auto tile = [](int heads, int v, const MRegime& regime, WeightFormat w, const char* arch) {
     return oproj::tile_for(key(heads, v, regime, w, OutDtype::kBf16, arch), Schedule::kAuto);
   };
@@ -140,8 +149,12 @@ TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by 
     CHECK(is_tiled(tile(16, 128, r[2], w, "sm_90a"), 2));
     CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
     CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
-    // Past M = 64: stationary at any head count.
-    CHECK(tile(1, 128, r[3], w, "sm_90a").stationary);
+    // Past M = 64: stationary at any head count; two teams at V = 256 past M = 512.
+    for (int v : {128, 256}) {
+      CHECK(tile(1, v, r[3], w, "sm_90a").groups == 1);
+      CHECK(tile(1, v, r[4], w, "sm_90a").stationary);
+      CHECK(tile(128, v, r[4], w, "sm_90a").groups == v / 128);
+    }
     // Off sm_90a: the ring at M 17-32, tiled past it.
     CHECK(is_ring(tile(128, 256, r[1], w, "sm_100a")));
     CHECK(is_tiled(tile(128, 256, r[2], w, "sm_100a"), 2));
@@ -220,7 +233,15 @@ TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
   const oproj::Tile b = oproj::tile_for(key(128, 256, regimes[1]), tiling);
   CHECK((!b.stationary && b.bn == 64 && b.ksplit == 4 && b.tm == 2 && b.bm() == 32));
   const oproj::Tile c = oproj::tile_for(key(8, 128, regimes[2]), tiling);
-  CHECK((c.stationary && c.stages == 8 && c.bn == 128));
+  CHECK((c.stationary && c.stages == 8 && c.groups == 1 && c.bn == 128));
+  // Two teams: wg:STAGESxTEAMS, each team's ring counted in the shared memory, which the
+  // arch's limit checks when the key is rendered.
+  const Tiling teams(oproj::parse_tile_override("1-64:64x4x2,65-8192:wg:5x2"));
+  const oproj::Tile t = oproj::tile_for(key(8, 256, {65, 8192}), teams);
+  CHECK((t.stationary && t.stages == 5 && t.groups == 2 && t.threads() == 256));
+  CHECK(oproj::render(key(8, 256, {65, 8192}), teams).source.find("kStages = 5, kGroups = 2") != std::string::npos);
+  const Tiling too_deep(oproj::parse_tile_override("1-64:64x4x2,65-8192:wg:6x2"));
+  CHECK_THROWS_WITH_AS(oproj::render(key(8, 256, {65, 8192}), too_deep), doctest::Contains("shared memory"), Error);
   // wg needs sm_90a: elsewhere the regime takes the built-in tiled tile for its M range.
   const oproj::Tile d = oproj::tile_for(key(8, 128, regimes[2], WeightFormat::kBf16, OutDtype::kBf16, "sm_100a"), tiling);
   CHECK((!d.stationary && d.bn == 32 && d.ksplit == 8 && d.tm == 2));
@@ -251,6 +272,9 @@ TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
       {"1-8192:64x8x4", "too few for 2 L chunks of weights and 4 M tiles"},
       {"1-8192:wg:2", "STAGES is 2, outside 3..10"},
       {"1-8192:wg:11", "STAGES is 11"},
+      {"1-8192:wg:5x3", "TEAMS is 3, outside 1..2"},
+      {"1-8192:wg:5x", "TEAMS"},
+      {"1-8192:wg:5x2x1", "expected the end of the item"},
       {"1-8192:wg", "expected BN at 'wg'"},
       {"1-8192:32x8", "expected 'x' at its end"},
       {"1-8192:32x8x1x1", "expected the end of the item"},
