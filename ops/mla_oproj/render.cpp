@@ -12,10 +12,10 @@ namespace spark::oproj {
 namespace {
 
 // The stationary schedule: one warp group with a ring of ten o stages, or (V = 256 from
-// M = 513, bench/NOTES.md v23) two teams of five.
+// M = 1024, bench/NOTES.md v23) two teams of five.
 constexpr int kWgStages = 10;
 constexpr int kWgTeamStages = 5;
-constexpr int kWgTeamsFromM = 513;
+constexpr int kWgTeamsFromM = 1024;
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
 // kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
 // M = 64 it always pays (bench/NOTES.md v21).

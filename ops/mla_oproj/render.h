@@ -60,7 +60,7 @@ struct RegimeTile {
   Tile tile;
 };
 
-// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-512, 513-8192) with
+// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-1023, 1024-8192) with
 // `past_decode` after decode, or a tuning override's own regimes and tiles.
 struct Tiling {
   Schedule past_decode = Schedule::kAuto;

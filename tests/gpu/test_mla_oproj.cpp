@@ -772,7 +772,7 @@ void run_accuracy(spark_weight_format f, int H, int V, const std::vector<int>& M
   }
 }
 
-#define SPARK_MS_FULL 1, 3, 16, 17, 64, 200, 1000
+#define SPARK_MS_FULL 1, 3, 16, 17, 64, 200, 1100
 #define SPARK_MS_ODD_HEADS 1, 3, 17, 64
 // Many heads: the float64 reference is the slow part; one M per M-regime.
 #define SPARK_MS_MANY_HEADS 1, 17, 64, 200
@@ -823,7 +823,7 @@ struct IdentityResult {
 // says what the weight is made of, for the examples.
 IdentityResult run_identity(const HostWeights& w, const std::function<std::string(int, int, int)>& describe) {
   const int H = w.H, V = w.V;
-  OPlan plan = make_oplan(H, V, w.format, SPARK_DTYPE_BF16, kL);
+  OPlan plan = make_oplan(H, V, w.format, SPARK_DTYPE_BF16, 2 * kL);
   Stream stream;
   CUDA_REQUIRE(stream.create());
   const cudaStream_t st = stream.get();

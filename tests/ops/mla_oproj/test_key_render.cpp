@@ -86,8 +86,8 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
   CHECK(wg.tile.stationary);
   CHECK(wg.source.find("#include \"mla_oproj_wg.cuh\"") != std::string::npos);
   CHECK(wg.source != oproj::render(key(8, 256, regimes.back()), Schedule::kTiled).source);
-  // Past M = 512 at V = 256: two teams of five stages, filling the SM's shared memory with
-  // bf16 output; V = 128 and M <= 512 one warp group with ten.
+  // From M = 1024 at V = 256: two teams of five stages, filling the SM's shared memory with
+  // bf16 output; V = 128 and M < 1024 one warp group with ten.
   CHECK(wg.threads == 256);
   CHECK((wg.tile.groups == 2 && wg.tile.stages == 5));
   CHECK(wg.smem_bytes == wg.tile.smem_bytes(key(8, 256, regimes.back())));
@@ -126,7 +126,7 @@ TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by 
   const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
   REQUIRE(r.size() == 5);
   CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, 64} &&
-         r[3] == MRegime{65, 512} && r[4] == MRegime{513, oproj::kMaxM}));
+         r[3] == MRegime{65, 1023} && r[4] == MRegime{1024, oproj::kMaxM}));
   const auto tile = [](int heads, int v, const MRegime& regime, WeightFormat w, const char* arch) {
     return oproj::tile_for(key(heads, v, regime, w, OutDtype::kBf16, arch), Schedule::kAuto);
   };
@@ -149,7 +149,7 @@ TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by 
     CHECK(is_tiled(tile(16, 128, r[2], w, "sm_90a"), 2));
     CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
     CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
-    // Past M = 64: stationary at any head count; two teams at V = 256 past M = 512.
+    // Past M = 64: stationary at any head count; two teams at V = 256 from M = 1024.
     for (int v : {128, 256}) {
       CHECK(tile(1, v, r[3], w, "sm_90a").groups == 1);
       CHECK(tile(1, v, r[4], w, "sm_90a").stationary);
