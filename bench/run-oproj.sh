@@ -23,10 +23,17 @@ ring=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10
 wg=1-16:64x4x1,17-8192:wg:10
 tiled32=1-16:64x4x1,17-8192:32x8x2
 tiled64=1-16:64x4x1,17-8192:64x4x2"
+# Decode at 64-128 heads (bench/NOTES.md v23, Next): the built-in tiled tile against the
+# stationary kernel, whose M = 32 time is below the tiled M = 16 time there.
+decode_tables="default=
+wg=1-16:wg:10,17-8192:wg:10"
+# Past M = 1023: one warp group against two teams (the built-in choice is two at V = 256 only).
+teams_tables="one=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:10
+two=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2"
 grid_m=1,4,16,32,64,256,1024,4096,8192
 heads=8,16,32,64,128
 
-steps=(check prewarm grid-pdl m32 past-tiled past-stationary grid)
+steps=(check prewarm grid-pdl m32 past-tiled past-stationary grid decode-wg teams)
 if [ "${1:-}" = --list ]; then
   printf '%s\n' "${steps[@]}"
   exit 0
@@ -52,7 +59,7 @@ run_step() {
       for schedule in tiled stationary; do SPARK_OPROJ_SCHEDULE=$schedule "$prewarm" "${args[@]}" || return 1; done
       while IFS= read -r line; do
         [ "${line%%=*}" = default ] || SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
-      done <<<"$m32_tables" ;;
+      done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables" ;;
     grid-pdl)  # the op's grid on the default schedule, PDL on
       "$bench" --op oproj --pdl --heads $heads --m $grid_m --json "$out/grid-pdl.json" ;;
     m32)  # M = 32: auto against each schedule alone, PDL on
@@ -67,6 +74,14 @@ run_step() {
         --json "$out/past-stationary-pdl.json" ;;
     grid)  # the grid with PDL off
       "$bench" --op oproj --heads $heads --m $grid_m --json "$out/grid.json" ;;
+    decode-wg)  # decode at 64-128 heads: tiled against stationary, PDL on
+      mkdir -p "$out/decode-wg" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$decode_tables bench/sweep.sh "$bench" "$out/decode-wg" \
+          --op oproj --pdl --heads 64,128 --m 1,4,8,12,16 --weights bf16,mxfp8 ;;
+    teams)  # M >= 1024: one warp group against two teams, PDL on
+      mkdir -p "$out/teams" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$teams_tables bench/sweep.sh "$bench" "$out/teams" \
+          --op oproj --pdl --heads 8,16,32,128 --m 1024,4096 --weights bf16,mxfp8 ;;
   esac
 }
 

@@ -150,11 +150,26 @@ class RunOproj(unittest.TestCase):
         prewarm = self.log("prewarm")
         self.assertIn("SCHEDULE=stationary", prewarm)
         self.assertIn("TILES=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
-        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4)  # auto, tiled, stationary, four tables
+        # auto, tiled, stationary, the four M = 32 tables, the decode one, the two teams ones
+        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2)
+        self.assertIn("TILES=1-16:wg:10,17-8192:wg:10", prewarm)
+        self.assertIn("TILES=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2", prewarm)
         m32 = self.log("m32")
         self.assertEqual(m32.count("rc=0"), 5)
         self.assertIn("== tiled64 1-16:64x4x1,17-8192:64x4x2", m32)
         self.assertTrue(os.path.exists(os.path.join(self.out, "m32", "sweep-wg.json")))
+
+    def test_the_decode_and_teams_sweeps(self):
+        done = self.run_steps("decode-wg", "teams")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        decode = self.log("decode-wg")
+        self.assertEqual(decode.count("rc=0"), 2)
+        with open(os.path.join(self.out, "decode-wg", "sweep-wg.log")) as f:
+            self.assertIn("--heads 64,128 --m 1,4,8,12,16 --weights bf16,mxfp8", f.read())
+        self.assertTrue(os.path.exists(os.path.join(self.out, "decode-wg", "sweep-wg.json")))
+        teams = self.log("teams")
+        self.assertEqual(teams.count("rc=0"), 2)
+        self.assertIn("== two 1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2", teams)
 
     def test_an_unknown_step_is_refused_before_anything_runs(self):
         done = self.run_steps("prewarm", "grids")
