@@ -36,14 +36,19 @@ int ring_smem_floor(int per_block) { return ((per_block + 1024) / 3 - 1024) / 16
 
 }  // namespace
 
+namespace {
+
+// The stationary kernel's shared memory: the weights (L / 64 blocks of 128 rows x 128
+// bytes), each team's o stages (64 rows x 128 bytes) and four warps' output staging (16 rows
+// x (64 columns + 16 bytes)), and 1 KB to align.
+int stationary_smem(int stages, int groups, int out_bytes) {
+  return kL / 64 * 128 * 128 + groups * (stages * 64 * 128 + 4 * 16 * (64 * out_bytes + 16)) + 1024;
+}
+
+}  // namespace
+
 int Tile::smem_bytes(const Key& key) const {
-  if (stationary) {
-    // Weights (L / 64 blocks of 128 rows x 128 bytes), each team's o stages (64 rows x 128
-    // bytes) and four warps' output staging (16 rows x (64 columns + 16 bytes)), and 1 KB
-    // to align.
-    const int out_bytes = key.out == OutDtype::kBf16 ? 2 : 1;
-    return kL / 64 * 128 * 128 + groups * (stages * 64 * 128 + 4 * 16 * (64 * out_bytes + 16)) + 1024;
-  }
+  if (stationary) return stationary_smem(stages, groups, key.out == OutDtype::kBf16 ? 2 : 1);
   const int partials = ksplit * bm() * bn * 4;  // every warp row's partial sums
   if (!ring) return partials;
   // The slots (BN rows of L weights; FP8 also L / 32 bytes of scales a row) and the partial
@@ -133,6 +138,13 @@ Tile read_override_tile(ItemReader& r) {
     const int stages = r.number("STAGES", 3, 10);
     const int groups = r.take("x") ? r.number("TEAMS", 1, 2) : 1;
     r.expect_end();
+    // The kernel runs on sm_90a only: its layout must fit that arch's shared memory with
+    // bf16 output (the larger staging).
+    const int smem = stationary_smem(stages, groups, 2), limit = arch_info("sm_90a").max_smem_per_block;
+    SPARK_CHECK(smem <= limit, SPARK_ERROR_INVALID_ARGUMENT,
+                "{}: {} teams of {} o stages need {} bytes of shared memory with bf16 output, more than sm_90a's {} "
+                "(two teams take at most 5 stages)",
+                r.item(), groups, stages, smem, limit);
     return stationary_tile(stages, groups);
   }
   if (r.take("ring:")) return read_ring_tile(r);

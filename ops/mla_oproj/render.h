@@ -78,7 +78,7 @@ struct Tiling {
 // BN 32, 64 or 128; KSPLIT 4, 8 or 16 (warps along L = 512: fewer would hold more weights
 // per lane than its registers); TM 1..4; at most 512 threads (BN / 32 x KSPLIT <= 16), and
 // at 512 threads 16 / KSPLIT + TM <= 5 (the registers a lane has then).  wg: STAGES 3..10
-// per team, TEAMS 1 (default) or 2.
+// per team, TEAMS 1 (default) or 2, within sm_90a's shared memory (two teams: 5 stages).
 // ring: HI <= 32 (16-row tiles per unit: one, or two past M = 16, which only a 128-thread
 // ring has the registers for), BN 32 or 64, KSPLIT 4 or 8, at most 256 threads and KSPLIT 8
 // at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  A
