@@ -146,10 +146,12 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
 #pragma unroll
   for (int i = 0; i < C::kStages - C::kHeld; ++i) load(i);
   // Every thread's weights (bf16: the oldest copy group; FP8: the dequantised stores) are
-  // visible to wgmma before any team's first MMA.
-  cp_async_wait_group<C::kStages - C::kHeld>();
-  fence_proxy_async();
-  __syncthreads();
+  // visible to wgmma before any team's first MMA: with one team its first barrier does it.
+  if constexpr (C::kGroups > 1) {
+    cp_async_wait_group<C::kStages - C::kHeld>();
+    fence_proxy_async();
+    __syncthreads();
+  }
 
   const int warp = ttid / 32, lane = ttid % 32;
   const u32 w_base = smem_addr(smem), stage_base = smem_addr(stages);
@@ -167,11 +169,7 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
       cp_async_wait_group<C::kStages - C::kHeld - 1>();
       fence_proxy_async();
       if constexpr (C::kHeld == 1) wgmma_wait<0>();
-      if constexpr (C::kGroups == 1) {
-        __syncthreads();
-      } else {
-        asm volatile("bar.sync %0, %1;\n" ::"r"(1 + team), "n"(C::kTeamThreads) : "memory");
-      }
+      named_barrier<C::kTeamThreads>(1 + team);
       load(i + C::kStages - C::kHeld);
 
       const u32 a_base = stage_base + i % C::kStages * C::kStageBytes;

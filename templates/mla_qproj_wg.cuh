@@ -68,12 +68,6 @@ struct WgWeightOffset {
   }
 };
 
-// Named barrier `id` (1..15; 0 is __syncthreads) over kCount threads.
-template <int kCount>
-__device__ __forceinline__ void named_barrier(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kCount) : "memory");
-}
-
 // The q_nope rows of M tile `tile` into a stage, by the threads of one team, one 64-column
 // K block at a time (eight vectors per row, so a thread steps rows at a fixed column).
 template <class C>

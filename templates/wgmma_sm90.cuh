@@ -35,6 +35,11 @@ SPARK_DEVICE void wgmma_wait() {
 // the tensor cores' async proxy: each writing thread fences before the barrier that
 // publishes the writes.
 SPARK_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Named barrier `id` (1..15; 0 is __syncthreads) over kCount threads: one team of a CTA.
+template <int kCount>
+SPARK_DEVICE void named_barrier(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kCount) : "memory");
+}
 // Keeps the compiler from moving accumulator reads or writes across an in-flight wgmma.
 template <int kRegs>
 SPARK_DEVICE void wgmma_fence_regs(float (&d)[kRegs]) {

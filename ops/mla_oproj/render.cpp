@@ -34,10 +34,6 @@ int half_sm_smem(int per_block) { return (per_block + 1024) / 2 - 1024; }
 // whole 16-byte vectors, so that no third CTA fits beside it and the next kernel's.
 int ring_smem_floor(int per_block) { return ((per_block + 1024) / 3 - 1024) / 16 * 16 + 16; }
 
-}  // namespace
-
-namespace {
-
 // The stationary kernel's shared memory: the weights (L / 64 blocks of 128 rows x 128
 // bytes), each team's o stages (64 rows x 128 bytes) and four warps' output staging (16 rows
 // x (64 columns + 16 bytes)), and 1 KB to align.

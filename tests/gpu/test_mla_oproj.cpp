@@ -157,9 +157,8 @@ std::vector<uint16_t> random_o(const Case& c, uint64_t seed) {
   return layout_o(c, dense);
 }
 
-// One-hot o: row m of every head is e_m (1.0 at l = m, +0 elsewhere), so out[m, h*V + v] is
-// W_UV[h, m, v] itself.
-// o row m = e_(m mod L).
+// One-hot o: row m of every head is e_(m mod L) (1.0 at l = m mod L, +0 elsewhere), so
+// out[m, h*V + v] is W_UV[h, m mod L, v] itself.
 std::vector<uint16_t> identity_o(const Case& c) {
   std::vector<uint16_t> dense(static_cast<size_t>(c.M) * c.H * kL, 0);
   for (int m = 0; m < c.M; ++m)
@@ -831,7 +830,7 @@ IdentityResult run_identity(const HostWeights& w, const std::function<std::strin
   Case full;
   full.H = H;
   full.V = V;
-  full.M = 2 * kL;  // twice through L: M = 1024 takes the kernel past M = 512
+  full.M = 2 * kL;  // twice through L: M = 1024 reaches the 1024-8192 regime's kernel
   full.o_layout = OLayout::kTokenPadded;
   full.pitched = true;
   const std::vector<uint16_t> o = identity_o(full);

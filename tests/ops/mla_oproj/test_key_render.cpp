@@ -234,8 +234,8 @@ TEST_CASE("SPARK_OPROJ_TILES: the tuning override's regimes and tiles") {
   CHECK((!b.stationary && b.bn == 64 && b.ksplit == 4 && b.tm == 2 && b.bm() == 32));
   const oproj::Tile c = oproj::tile_for(key(8, 128, regimes[2]), tiling);
   CHECK((c.stationary && c.stages == 8 && c.groups == 1 && c.bn == 128));
-  // Two teams: wg:STAGESxTEAMS, each team's ring counted in the shared memory, which the
-  // arch's limit checks when the key is rendered.
+  // Two teams: wg:STAGESxTEAMS, each team's ring counted in the shared memory (the parser
+  // refuses a table beyond sm_90a's, below).
   const Tiling teams(oproj::parse_tile_override("1-64:64x4x2,65-8192:wg:5x2"));
   const oproj::Tile t = oproj::tile_for(key(8, 256, {65, 8192}), teams);
   CHECK((t.stationary && t.stages == 5 && t.groups == 2 && t.threads() == 256));
