@@ -23,11 +23,11 @@ ring=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10
 wg=1-16:64x4x1,17-8192:wg:10
 tiled32=1-16:64x4x1,17-8192:32x8x2
 tiled64=1-16:64x4x1,17-8192:64x4x2"
-# Decode at 64-128 heads (bench/NOTES.md v23, Next): the built-in tiled tile against the
-# stationary kernel, whose M = 32 time is below the tiled M = 16 time there.
+# Decode at 64-128 heads (bench/NOTES.md v24): the built-in choice (the stationary kernel for
+# bf16 weights and output, the tiled tile otherwise) against the stationary kernel for all.
 decode_tables="default=
 wg=1-16:wg:10,17-8192:wg:10"
-# Past M = 1023: one warp group against two teams (the built-in choice is two at V = 256 only).
+# Past M = 1023: one warp group against two teams (the built-in choice, v24).
 teams_tables="one=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:10
 two=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2"
 grid_m=1,4,16,32,64,256,1024,4096,8192

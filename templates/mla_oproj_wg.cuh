@@ -123,7 +123,6 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
   wg_load_weights<C>(p, smem, h, n0);
   grid_dependency_wait();
   grid_dependents_launch();
-  const float inv_scale = C::kOut == OutKind::kE4m3 ? rcp_rn(*p.out_scale) : 1.0f;
 
   // Team `team` takes the CTA's tiles team, team + kGroups, ...  Its ring entry i holds L
   // block i % kLBlocks of its local tile i / kLBlocks; one commit group per entry (empty
@@ -145,6 +144,8 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
   };
 #pragma unroll
   for (int i = 0; i < C::kStages - C::kHeld; ++i) load(i);
+  // e4m3 out: the scale is read once the first o tiles are requested, not ahead of them.
+  const float out_scale = C::kOut == OutKind::kE4m3 ? *p.out_scale : 1.0f;
   // Every thread's weights (bf16: the oldest copy group; FP8: the dequantised stores) are
   // visible to wgmma before any team's first MMA: with one team its first barrier does it.
   if constexpr (C::kGroups > 1) {
@@ -192,7 +193,7 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
         [&](int m, int col) {
           return static_cast<u8*>(p.out) + (m * p.out_stride_m + h * C::V + n0 + col) * C::kOutBytes;
         },
-        lane, inv_scale);
+        lane, C::kOut == OutKind::kE4m3 ? rcp_rn(out_scale) : 1.0f);
   }
 }
 

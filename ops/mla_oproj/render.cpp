@@ -11,11 +11,17 @@ namespace spark::oproj {
 
 namespace {
 
-// The stationary schedule: one warp group with a ring of ten o stages, or (V = 256 from
-// M = 1024, bench/NOTES.md v23) two teams of five.
+// The stationary schedule: one warp group with a ring of ten o stages, or two teams of
+// five (bench/NOTES.md v23, v24).
 constexpr int kWgStages = 10;
 constexpr int kWgTeamStages = 5;
 constexpr int kWgTeamsFromM = 1024;
+// Below M = 1024 two teams pay from this many (head, 128 columns) blocks, where each CTA
+// keeps several tiles (bench/NOTES.md v24).
+constexpr int kWgTeamsMinBlocks = 64;
+// At decode the stationary kernel beats the tiled tile from this many blocks with bf16
+// weights and output (bench/NOTES.md v24).
+constexpr int kStationaryDecodeMinBlocks = 128;
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
 // kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
 // M = 64 it always pays (bench/NOTES.md v21).
@@ -264,12 +270,24 @@ bool stationary_pays(const Key& key) {
   return blocks >= fp8 * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
-// The built-in stationary tile for a key.  Two teams pay where V = 256 (two CTAs per head
-// read the same o rows) and each CTA has several tiles; with fewer, one team and its
-// deeper ring fetch a tile sooner.
+// Whether the stationary kernel beats the tiled tile at decode (M <= 16).  With bf16
+// weights and output and 128 blocks or more it does from M = 4 (its 64-row MMA tile and
+// one pass over the weights against the tiled kernel's warp rows and their reduction);
+// FP8 weights are dequantised whole before its first MMA, and its e4m3 epilogue costs
+// more than the tiled kernel's, so those stay tiled.
+bool stationary_pays_at_decode(const Key& key) {
+  return key.weights == WeightFormat::kBf16 && key.out == OutDtype::kBf16 &&
+         key.heads * key.v / 128 >= kStationaryDecodeMinBlocks;
+}
+
+// The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
+// (one team's epilogue and barriers run under the other's MMAs): from M = 1024, and past
+// M = 64 from 64 blocks; with fewer tiles a CTA, one team and its deeper ring fetch a tile
+// sooner.
 Tile builtin_stationary(const Key& key) {
-  if (key.v == 256 && key.regime.m_min >= kWgTeamsFromM) return stationary_tile(kWgTeamStages, 2);
-  return stationary_tile(kWgStages, 1);
+  const bool many_tiles = key.regime.m_min >= kWgTeamsFromM ||
+                          (key.regime.m_min > 64 && key.heads * key.v / 128 >= kWgTeamsMinBlocks);
+  return many_tiles ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
 }
 
 }  // namespace
@@ -284,7 +302,11 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     if (e.tile.ring && !ring_fits(e.tile, key)) return builtin_tiled(key);
     return e.tile;
   }
-  if (key.regime.m_min <= 16) return builtin_tiled(key);
+  if (key.regime.m_min <= 16) {
+    const bool stationary = tiling.past_decode == Schedule::kAuto && key.regime.m_max <= 16 && wgmma &&
+                            stationary_pays_at_decode(key);
+    return stationary ? builtin_stationary(key) : builtin_tiled(key);
+  }
   switch (tiling.past_decode) {
     case Schedule::kTiled:
       break;

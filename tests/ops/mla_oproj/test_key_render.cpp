@@ -5,6 +5,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/cubin_elf.h"
@@ -86,15 +87,16 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
   CHECK(wg.tile.stationary);
   CHECK(wg.source.find("#include \"mla_oproj_wg.cuh\"") != std::string::npos);
   CHECK(wg.source != oproj::render(key(8, 256, regimes.back()), Schedule::kTiled).source);
-  // From M = 1024 at V = 256: two teams of five stages, filling the SM's shared memory with
-  // bf16 output; V = 128 and M < 1024 one warp group with ten.
+  // From M = 1024: two teams of five stages, filling the SM's shared memory with bf16
+  // output (V = 256); below M = 1024 one warp group with ten.
   CHECK(wg.threads == 256);
   CHECK((wg.tile.groups == 2 && wg.tile.stages == 5));
   CHECK(wg.smem_bytes == wg.tile.smem_bytes(key(8, 256, regimes.back())));
   CHECK(wg.smem_bytes == arch_info("sm_90a").max_smem_per_block);
   CHECK(wg.tile.describe().find("2 teams of 5 o stages") != std::string::npos);
-  for (const auto& [v, regime] : {std::pair{128, regimes.back()}, std::pair{256, regimes[regimes.size() - 2]}}) {
-    const oproj::RenderedSource one = oproj::render(key(8, v, regime), Schedule::kStationary);
+  CHECK(oproj::render(key(8, 128, regimes.back()), Schedule::kStationary).tile.groups == 2);
+  for (int v : {128, 256}) {
+    const oproj::RenderedSource one = oproj::render(key(8, v, regimes[regimes.size() - 2]), Schedule::kStationary);
     CHECK((one.threads == 128 && one.tile.groups == 1 && one.tile.stages == 10));
     CHECK(one.smem_bytes <= arch_info("sm_90a").max_smem_per_block);
   }
@@ -121,7 +123,7 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
                   Error);
 }
 
-TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by heads and format") {
+TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and format") {
   using oproj::Schedule;
   const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
   REQUIRE(r.size() == 5);
@@ -138,8 +140,18 @@ TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by 
     const std::string format(to_string(w));
     CAPTURE(format);
     const bool fp8 = w != WeightFormat::kBf16;
-    // Decode: the tiled kernel at any head count.
-    for (int heads : {1, 8, 128}) CHECK(is_tiled(tile(heads, 128, r[0], w, "sm_90a"), 1));
+    // Decode: the tiled kernel, but from 128 (head, 128 columns) blocks with bf16 weights and
+    // output on sm_90a the stationary one (one team).
+    for (int heads : {1, 8, 32}) CHECK(is_tiled(tile(heads, 128, r[0], w, "sm_90a"), 1));
+    CHECK(is_tiled(tile(64, 128, r[0], w, "sm_90a"), 1));
+    for (const auto& [heads, v] : {std::pair{64, 256}, std::pair{128, 128}, std::pair{128, 256}}) {
+      const oproj::Tile t = tile(heads, v, r[0], w, "sm_90a");
+      CHECK(t.stationary == !fp8);
+      CHECK(is_tiled(t, 1) == fp8);
+      CHECK(t.groups == 1);
+      CHECK(is_tiled(tile(heads, v, r[0], w, "sm_100a"), 1));
+      CHECK(is_tiled(oproj::tile_for(key(heads, v, r[0], w, OutDtype::kE4m3), Schedule::kAuto), 1));
+    }
     // M 17-32: the ring below 64 (head, 128 columns) blocks (128 with FP8 weights).
     CHECK(is_ring(tile(32, 128, r[1], w, "sm_90a")));
     CHECK(tile(64, 128, r[1], w, "sm_90a").stationary == !fp8);
@@ -149,11 +161,16 @@ TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by 
     CHECK(is_tiled(tile(16, 128, r[2], w, "sm_90a"), 2));
     CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
     CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
-    // Past M = 64: stationary at any head count; two teams at V = 256 from M = 1024.
+    // Past M = 64: stationary at any head count; two teams from M = 1024, and from 64
+    // blocks below it.
     for (int v : {128, 256}) {
       CHECK(tile(1, v, r[3], w, "sm_90a").groups == 1);
+      CHECK(tile(8192 / v, v, r[3], w, "sm_90a").groups == 2);
+      CHECK(tile(4096 / v, v, r[3], w, "sm_90a").groups == 1);
       CHECK(tile(1, v, r[4], w, "sm_90a").stationary);
-      CHECK(tile(128, v, r[4], w, "sm_90a").groups == v / 128);
+      CHECK(tile(1, v, r[4], w, "sm_90a").groups == 2);
+      CHECK(tile(128, v, r[4], w, "sm_90a").groups == 2);
+      CHECK(tile(128, v, r[2], w, "sm_90a").groups == 1);
     }
     // Off sm_90a: the ring at M 17-32, tiled past it.
     CHECK(is_ring(tile(128, 256, r[1], w, "sm_100a")));
@@ -168,6 +185,8 @@ TEST_CASE("oproj auto schedule: tiled decode, then ring, tiled or stationary by 
   }
   // The explicit schedules: tiled everywhere, stationary past decode on sm_90a.
   CHECK_FALSE(oproj::tile_for(key(8, 128, r[1]), Schedule::kTiled).ring);
+  CHECK_FALSE(oproj::tile_for(key(128, 128, r[0]), Schedule::kTiled).stationary);
+  CHECK_FALSE(oproj::tile_for(key(128, 128, r[0]), Schedule::kStationary).stationary);
   CHECK_FALSE(oproj::tile_for(key(8, 128, r[3]), Schedule::kTiled).stationary);
   CHECK(oproj::tile_for(key(8, 128, r[1]), Schedule::kStationary).stationary);
   CHECK(oproj::parse_schedule("auto") == Schedule::kAuto);
