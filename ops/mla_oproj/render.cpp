@@ -303,11 +303,11 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     return e.tile;
   }
   if (key.regime.m_min <= 16) {
-    const bool stationary = tiling.past_decode == Schedule::kAuto && key.regime.m_max <= 16 && wgmma &&
+    const bool stationary = tiling.schedule == Schedule::kAuto && key.regime.m_max <= 16 && wgmma &&
                             stationary_pays_at_decode(key);
     return stationary ? builtin_stationary(key) : builtin_tiled(key);
   }
-  switch (tiling.past_decode) {
+  switch (tiling.schedule) {
     case Schedule::kTiled:
       break;
     case Schedule::kStationary:

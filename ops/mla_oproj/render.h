@@ -41,13 +41,14 @@ struct Tile {
   std::string describe() const;
 };
 
-// The schedule past decode (M > 16).  Auto, the default, takes per key what spark-bench
-// measured fastest (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel past
-// M = 64, and at M 17-64 where the heads give it enough CTAs; below that the persistent ring
-// at M 17-32 and the tiled kernel at 33-64; off sm_90a the ring at 17-32, then tiled.
+// The schedule.  Auto, the default, takes per key what spark-bench measured fastest
+// (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel past M = 64, at M 17-64
+// where the heads give it enough CTAs, and at decode for many heads with bf16 weights and
+// output; below that the persistent ring at M 17-32 and the tiled kernel at decode and
+// 33-64; off sm_90a the tiled kernel at decode, the ring at 17-32, then tiled.
 // SPARK_OPROJ_SCHEDULE ("auto", "tiled" or "stationary") overrides it: tiled everywhere, or
-// stationary past decode on sm_90a.  The rendered sources differ, so the cache never mixes
-// their entries.
+// stationary past decode (M > 16) on sm_90a and tiled at decode.  The rendered sources
+// differ, so the cache never mixes their entries.
 enum class Schedule { kAuto, kTiled, kStationary };
 // "auto", "tiled" or "stationary"; anything else throws INVALID_ARGUMENT naming the variable.
 Schedule parse_schedule(std::string_view text);
@@ -60,13 +61,13 @@ struct RegimeTile {
   Tile tile;
 };
 
-// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-1023, 1024-8192) with
-// `past_decode` after decode, or a tuning override's own regimes and tiles.
+// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-1023, 1024-8192)
+// under `schedule`, or a tuning override's own regimes and tiles.
 struct Tiling {
-  Schedule past_decode = Schedule::kAuto;
+  Schedule schedule = Schedule::kAuto;
   std::vector<RegimeTile> override_table;  // empty: the built-in regimes
   Tiling() = default;
-  Tiling(Schedule s) : past_decode(s) {}  // NOLINT(google-explicit-constructor): render(key, kStationary)
+  Tiling(Schedule s) : schedule(s) {}  // NOLINT(google-explicit-constructor): render(key, kStationary)
   explicit Tiling(std::vector<RegimeTile> table) : override_table(std::move(table)) {}
 };
 
@@ -92,9 +93,8 @@ std::vector<MRegime> regimes(const Tiling& tiling = active_tiling());
 // The regimes needed for M in 1..max_m.
 std::vector<MRegime> regimes_up_to(int max_m, const Tiling& tiling = active_tiling());
 
-// The tile of a key: decode (M <= 16) tiled on every arch (each has mma.sync and room for it);
-// past decode as the tiling's schedule says (a schedule an arch cannot run falls back to
-// the tiled tile).
+// The tile of a key, as the tiling's schedule says (a schedule an arch cannot run falls back
+// to the tiled tile, which every arch has: mma.sync and room for it).
 Tile tile_for(const Key& key, const Tiling& tiling = active_tiling());
 
 struct RenderedSource : KernelSpec {
