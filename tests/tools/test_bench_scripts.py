@@ -1,5 +1,6 @@
 """bench/compare.py, summarize.py and targets.py on spark-bench files that hold both ops' rows,
-and bench/run-oproj.sh's steps on stand-in tools.
+bench/run-oproj.sh's steps on stand-in tools, and bench/build-variant.sh in a scratch git
+repository with a stand-in cmake.
 
 Run by ctest (python3 tests/tools/test_bench_scripts.py); needs only the standard library.
 The rows are made up here in spark-bench's JSON layout, so the expected numbers are known.
@@ -181,6 +182,97 @@ class RunOproj(unittest.TestCase):
         done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), "--list"], capture_output=True, text=True)
         self.assertEqual(done.returncode, 0)
         self.assertEqual(done.stdout.split()[:3], ["check", "prewarm", "grid-pdl"])
+
+
+# A stand-in cmake for build-variant.sh: "--build DIR --target ..." writes DIR/tools/spark-bench
+# and spark-prewarm holding the patched file's text at build time, and logs each call.
+STAND_IN_CMAKE = """#!/usr/bin/env bash
+echo "$*" >> "$CMAKE_LOG"
+mkdir -p "$2/tools"
+cat kernel.cuh > "$2/tools/spark-bench"
+cat kernel.cuh > "$2/tools/spark-prewarm"
+"""
+
+
+class BuildVariant(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.repo = os.path.join(self.dir.name, "repo")
+        os.makedirs(os.path.join(self.repo, "bench"))
+        os.makedirs(os.path.join(self.repo, "build"))
+        with open(os.path.join(BENCH, "build-variant.sh")) as src, \
+                open(os.path.join(self.repo, "bench", "build-variant.sh"), "w") as dst:
+            dst.write(src.read())
+        with open(os.path.join(self.repo, "build", "build.ninja"), "w") as f:
+            f.write("# configured\n")
+        self.write("kernel.cuh", "base\n")
+        self.git("init", "-q")
+        self.git("add", "kernel.cuh", "bench")
+        self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+        self.patch = os.path.join(self.dir.name, "v.patch")
+        with open(self.patch, "w") as f:
+            f.write("--- a/kernel.cuh\n+++ b/kernel.cuh\n@@ -1 +1 @@\n-base\n+variant\n")
+        tools = os.path.join(self.dir.name, "bin")
+        os.makedirs(tools)
+        with open(os.path.join(tools, "cmake"), "w") as f:
+            f.write(STAND_IN_CMAKE)
+        os.chmod(os.path.join(tools, "cmake"), 0o755)
+        self.log = os.path.join(self.dir.name, "cmake.log")
+        self.env = dict(os.environ, PATH=tools + os.pathsep + os.environ["PATH"], CMAKE_LOG=self.log)
+        self.env.pop("BUILD_DIR", None)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, text):
+        with open(os.path.join(self.repo, name), "w") as f:
+            f.write(text)
+
+    def read(self, *parts):
+        with open(os.path.join(*parts)) as f:
+            return f.read()
+
+    def git(self, *args):
+        subprocess.run(["git", *args], cwd=self.repo, check=True, capture_output=True)
+
+    def build(self, patch, out):
+        return subprocess.run(["bash", os.path.join(self.repo, "bench", "build-variant.sh"), patch, out],
+                              capture_output=True, text=True, env=self.env)
+
+    def test_builds_the_patched_tools_then_restores_the_tree_and_build(self):
+        out = os.path.join(self.dir.name, "variant")
+        done = self.build(self.patch, out)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.read(out, "spark-bench"), "variant\n")
+        self.assertEqual(self.read(out, "spark-prewarm"), "variant\n")
+        self.assertEqual(self.read(self.repo, "kernel.cuh"), "base\n")
+        self.assertEqual(self.read(self.repo, "build", "tools", "spark-bench"), "base\n")
+        self.assertEqual(self.read(self.log).count("--build build --target spark-bench spark-prewarm"), 2)
+
+    def test_refuses_before_touching_anything(self):
+        out = os.path.join(self.dir.name, "variant")
+        cases = [("nope.patch", "is not a file")]
+        self.write("kernel.cuh", "base\nedited\n")  # uncommitted: the patch no longer applies
+        cases.append((self.patch, "does not apply"))
+        for patch, message in cases:
+            done = self.build(patch, out)
+            self.assertEqual(done.returncode, 2)
+            self.assertIn(message, done.stderr)
+        self.write("kernel.cuh", "base\n")
+        with open(os.path.join(self.repo, "other.txt"), "w") as f:
+            f.write("x\n")
+        self.git("add", "other.txt")
+        self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "other")
+        with open(os.path.join(self.repo, "other.txt"), "w") as f:
+            f.write("y\n")
+        two = os.path.join(self.dir.name, "two.patch")
+        with open(two, "w") as f:
+            f.write("--- a/other.txt\n+++ b/other.txt\n@@ -1 +1 @@\n-y\n+z\n")
+        done = self.build(two, out)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("uncommitted changes: other.txt", done.stderr)
+        self.assertFalse(os.path.exists(out))
+        self.assertFalse(os.path.exists(self.log))
 
 
 if __name__ == "__main__":
