@@ -1,16 +1,16 @@
 // The value up-projection's weight-stationary schedule on sm_90a's warp-group MMAs
-// (wgmma), for M past decode.  A CTA owns 128 columns of one head (all of V = 128, half of
-// V = 256) for a contiguous range of 64-row M tiles: it copies W_UV[h]'s 128 x L slice into
-// shared memory once (FP8 dequantised on the way), then streams the o tiles through rings
-// of 64 x 64 stages and multiplies each with m64n128k16 MMAs.  Both operands are K-major (L
-// contiguous), so the weights sit in the same 128-byte swizzled layout as the o stages:
-// L / 64 blocks of 128 rows x 128 bytes.  kGroups warp groups (teams) share the weights
-// and take the CTA's tiles in turn (tile j to team j % kGroups); each has its own ring of
-// kStages stages and synchronises only its own threads, so one team's epilogue and
-// barriers overlap another's MMAs.  A ring keeps its stages in flight but the kHeld its
-// MMAs may still read, and its copies continue through each tile's epilogue.  The
-// weights are requested (FP8: loaded and dequantised) before the wait on the previous
-// kernel, the activations after.
+// (wgmma), for M past decode and at decode for many heads.  A CTA owns 128 columns of one
+// head (all of V = 128, half of V = 256) for a contiguous range of 64-row M tiles: it
+// copies W_UV[h]'s 128 x L slice into shared memory once (FP8 dequantised on the way),
+// then streams the o tiles through rings of 64 x 64 stages and multiplies each with
+// m64n128k16 MMAs.  Both operands are K-major (L contiguous), so the weights sit in the
+// same 128-byte swizzled layout as the o stages: L / 64 blocks of 128 rows x 128 bytes.
+// kGroups warp groups (teams) share the weights and take the CTA's tiles in turn (tile j
+// to team j % kGroups); each has its own ring of kStages stages and synchronises only its
+// own threads, so one team's epilogue and barriers overlap another's MMAs.  A ring keeps
+// its stages in flight but the kHeld its MMAs may still read, and its copies continue
+// through each tile's epilogue.  The weights are requested (FP8: loaded and dequantised)
+// before the wait on the previous kernel, the activations after.
 #pragma once
 
 #include "mla_oproj.cuh"

@@ -74,7 +74,8 @@ std::string Tile::describe() const {
 
 namespace {
 
-// Decode keeps one 16-row tile per warp.  Past it, two 16-row tiles per warp (tiled, ring),
+// Decode keeps one 16-row tile per warp (tiled; at many heads with bf16 weights and output the
+// stationary kernel's 64-row tile).  Past it, two 16-row tiles per warp (tiled, ring),
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
 // memory across 64-row M tiles (stationary, wgmma).  M 17-32 and 33-64 are regimes of their
 // own because the kernel that wins there depends on the heads and the weight format.

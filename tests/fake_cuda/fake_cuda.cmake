@@ -24,14 +24,15 @@ target_include_directories(test_driver_failures PRIVATE ${CMAKE_CURRENT_LIST_DIR
 # LD_LIBRARY_PATH names the real driver's folder (as GPU containers often do).
 target_link_options(test_driver_failures PRIVATE LINKER:--disable-new-dtags)
 # The value up-projection's cases again on its other tilings: the stationary schedule past
-# decode, and SPARK_OPROJ_TILES tables (one of three regimes, a wg one among them; one with
-# three ring regimes, the last of two 16-row tiles a unit).
+# decode, and SPARK_OPROJ_TILES tables (one of four regimes, a one-team wg one at decode and
+# a two-team one past M = 32 among them; one with three ring regimes, the last of two 16-row
+# tiles a unit).
 add_test(NAME test_driver_failures_oproj_stationary COMMAND test_driver_failures -tc=oproj*)
 set_tests_properties(test_driver_failures_oproj_stationary PROPERTIES LABELS cpu
                      ENVIRONMENT "SPARK_LOG_LEVEL=error;SPARK_OPROJ_SCHEDULE=stationary")
 add_test(NAME test_driver_failures_oproj_tiles COMMAND test_driver_failures -tc=oproj*)
 set_tests_properties(test_driver_failures_oproj_tiles PROPERTIES LABELS cpu
-                     ENVIRONMENT "SPARK_LOG_LEVEL=error;SPARK_OPROJ_TILES=1-8:32x16x1,9-32:64x4x2,33-8192:wg:6")
+                     ENVIRONMENT "SPARK_LOG_LEVEL=error;SPARK_OPROJ_TILES=1-8:32x16x1,9-16:wg:10,17-32:64x4x2,33-8192:wg:5x2")
 add_test(NAME test_driver_failures_oproj_ring COMMAND test_driver_failures -tc=oproj*)
 set_tests_properties(test_driver_failures_oproj_ring PROPERTIES LABELS cpu
                      ENVIRONMENT "SPARK_LOG_LEVEL=error;SPARK_OPROJ_TILES=1-8:ring:32x4x3,9-16:ring:32x8x2,17-32:ring:32x4x2,33-8192:64x4x2")

@@ -682,7 +682,7 @@ TEST_CASE("8 threads: lazy plans loading and running at once, with failures inje
 // checked yet.
 // ----------------------------------------------------------------------------------------
 
-constexpr int kOprojV = 256, kOprojL = 512, kOprojMaxM = 64;
+constexpr int kOprojV = 256, kOprojL = 512, kOprojMaxM = 300;
 constexpr uintptr_t kO = 0x50000000, kWuv = 0x60000000, kOprojOut = 0x70000000, kOutScale = 0x80000000;
 
 struct OprojPlan {
@@ -782,8 +782,9 @@ TEST_CASE("oproj: a load failing, a launch failing, a lazy plan on a capturing s
   REQUIRE_OK(run_oproj(plan, bf16, 17));
   CHECK(counters().launches == 1);
   // A bad argument is refused before the driver is asked for anything.
-  spark_mla_oproj_args bad = oproj_args(bf16, 65);
-  check_error(spark_mla_oproj_run(plan.h, &bad, nullptr), SPARK_ERROR_INVALID_ARGUMENT, {"m", "65"});
+  spark_mla_oproj_args bad = oproj_args(bf16, kOprojMaxM + 1);
+  check_error(spark_mla_oproj_run(plan.h, &bad, nullptr), SPARK_ERROR_INVALID_ARGUMENT,
+              {"m", std::to_string(kOprojMaxM + 1)});
   CHECK(counters().launches == 1);
 
   OprojPlan lazy;
@@ -817,7 +818,7 @@ TEST_CASE("oproj: the launch shape and parameters of every regime, with PDL when
       const spark_mla_oproj_desc desc = oproj_desc(out);
       OprojPlan plan;
       REQUIRE_OK(create_oproj_plan(ctx, desc, 0, plan, pdl));
-      for (int m : {1, 7, 16, 17, 33, 64}) {
+      for (int m : {1, 7, 16, 17, 33, 64, 200, 300}) {
         CAPTURE(m);
         const spark::oproj::Key key = oproj_key(desc, m);
         const spark::oproj::Tile tile = spark::oproj::tile_for(key);
@@ -835,10 +836,12 @@ TEST_CASE("oproj: the launch shape and parameters of every regime, with PDL when
         CHECK(l.shared_mem_bytes == static_cast<unsigned>(tile.smem_bytes(key)));
         CHECK(l.shared_mem_bytes <= 232448u);
         // A CTA per (head, column block, M tile); the stationary schedule one per (head,
-        // column block, M chunk), as many chunks as the device (1 CTA per SM here) needs; a
-        // ring half the CTAs the device holds (at most one per unit).
+        // column block, M chunk), as many chunks as the device (1 CTA per SM here) needs, in
+        // rounds of one tile per team; a ring half the CTAs the device holds (at most one per
+        // unit).
         const long long blocks = 1ll * kHeads * (kOprojV / tile.bn), tiles_m = (m + tile.bm() - 1) / tile.bm();
-        const long long chunks = tile.stationary ? spark::stationary_m_chunks(blocks, tiles_m, FAKE_CUDA_SM_COUNT) : 1;
+        const long long rounds = (tiles_m + tile.groups - 1) / tile.groups;
+        const long long chunks = tile.stationary ? spark::stationary_m_chunks(blocks, rounds, FAKE_CUDA_SM_COUNT) : 1;
         const long long ring_grid = std::min(blocks, std::max(1LL, FAKE_CUDA_SM_COUNT / 2LL));
         CHECK(static_cast<long long>(l.grid[0]) ==
               (tile.stationary ? blocks * chunks : tile.ring ? ring_grid : blocks * tiles_m));

@@ -185,9 +185,11 @@ class RunOproj(unittest.TestCase):
 
 
 # A stand-in cmake for build-variant.sh: "--build DIR --target ..." writes DIR/tools/spark-bench
-# and spark-prewarm holding the patched file's text at build time, and logs each call.
+# and spark-prewarm holding the patched file's text at build time, and logs each call; it
+# fails where kernel.cuh holds $CMAKE_FAILS_ON.
 STAND_IN_CMAKE = """#!/usr/bin/env bash
 echo "$*" >> "$CMAKE_LOG"
+[ -n "${CMAKE_FAILS_ON:-}" ] && grep -q "$CMAKE_FAILS_ON" kernel.cuh && exit 1
 mkdir -p "$2/tools"
 cat kernel.cuh > "$2/tools/spark-bench"
 cat kernel.cuh > "$2/tools/spark-prewarm"
@@ -235,19 +237,30 @@ class BuildVariant(unittest.TestCase):
     def git(self, *args):
         subprocess.run(["git", *args], cwd=self.repo, check=True, capture_output=True)
 
-    def build(self, patch, out):
+    def build(self, patch, out, cwd=None, **env):
         return subprocess.run(["bash", os.path.join(self.repo, "bench", "build-variant.sh"), patch, out],
-                              capture_output=True, text=True, env=self.env)
+                              capture_output=True, text=True, env=dict(self.env, **env), cwd=cwd)
 
     def test_builds_the_patched_tools_then_restores_the_tree_and_build(self):
-        out = os.path.join(self.dir.name, "variant")
-        done = self.build(self.patch, out)
+        # PATCH and OUTDIR relative to the caller's directory, not the repository's.
+        done = self.build("v.patch", "variant", cwd=self.dir.name)
         self.assertEqual(done.returncode, 0, done.stderr)
+        out = os.path.join(self.dir.name, "variant")
         self.assertEqual(self.read(out, "spark-bench"), "variant\n")
         self.assertEqual(self.read(out, "spark-prewarm"), "variant\n")
         self.assertEqual(self.read(self.repo, "kernel.cuh"), "base\n")
         self.assertEqual(self.read(self.repo, "build", "tools", "spark-bench"), "base\n")
-        self.assertEqual(self.read(self.log).count("--build build --target spark-bench spark-prewarm"), 2)
+        build = os.path.join(os.path.realpath(self.repo), "build")
+        self.assertEqual(self.read(self.log).count(f"--build {build} --target spark-bench spark-prewarm"), 2)
+
+    def test_a_failed_build_takes_the_patch_out_again(self):
+        out = os.path.join(self.dir.name, "variant")
+        done = self.build(self.patch, out, CMAKE_FAILS_ON="variant")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("the patched build failed", done.stderr)
+        self.assertEqual(self.read(self.repo, "kernel.cuh"), "base\n")
+        self.assertEqual(self.read(self.repo, "build", "tools", "spark-bench"), "base\n")
+        self.assertFalse(os.path.exists(out))
 
     def test_refuses_before_touching_anything(self):
         out = os.path.join(self.dir.name, "variant")
