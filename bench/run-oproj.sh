@@ -9,8 +9,12 @@
 # run (by bash) after each step, e.g. to pack OUTDIR somewhere that survives a timeout.
 # spark-bench writes its JSON row by row, so a step cut short keeps the rows it finished.
 # BUILD_DIR (default build) holds spark-bench and spark-prewarm; SPARK_CACHE_DIR as usual.
+# The step `variants` (only when named) times prepared kernel variants against BUILD_DIR's
+# tools on the same rows: VARIANTS="NAME=DIR ..." (each DIR from bench/build-variant.sh),
+# rows from VARIANT_HEADS, VARIANT_M and VARIANT_WEIGHTS (defaults below), each side
+# prewarmed by its own spark-prewarm; bench/compare.py's report per variant.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 build=${BUILD_DIR:-build}
 bench="$build/tools/spark-bench"
 prewarm="$build/tools/spark-prewarm"
@@ -33,18 +37,32 @@ two=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2"
 grid_m=1,4,16,32,64,256,1024,4096,8192
 heads=8,16,32,64,128
 
-steps=(check prewarm grid-pdl m32 past-tiled past-stationary grid decode-wg teams)
+# Every step, in order; all but the last run when none is named.
+known=(check prewarm grid-pdl m32 past-tiled past-stationary grid decode-wg teams variants)
+steps=("${known[@]:0:${#known[@]}-1}")
 if [ "${1:-}" = --list ]; then
-  printf '%s\n' "${steps[@]}"
+  printf '%s\n' "${known[@]}"
   exit 0
 fi
 out=${1:?usage: bench/run-oproj.sh OUTDIR [STEP...]}
 shift
 if [ $# -gt 0 ]; then
   for want in "$@"; do
-    [[ " ${steps[*]} " == *" $want "* ]] || { echo "run-oproj: STEP '$want' is not one of: ${steps[*]}" >&2; exit 2; }
+    [[ " ${known[*]} " == *" $want "* ]] || { echo "run-oproj: STEP '$want' is not one of: ${known[*]}" >&2; exit 2; }
   done
   steps=("$@")
+fi
+if [[ " ${steps[*]} " == *" variants "* ]]; then
+  [ -n "${VARIANTS:-}" ] || { echo "run-oproj: the step 'variants' needs VARIANTS=\"NAME=DIR ...\"" >&2; exit 2; }
+  for entry in $VARIANTS; do
+    name=${entry%%=*} dir=${entry#*=}
+    [[ $entry == *=* && $name =~ ^[A-Za-z0-9_.-]+$ && $name != base ]] ||
+      { echo "run-oproj: VARIANTS item '$entry' is not NAME=DIR (NAME of letters, digits, . _ -; not 'base')" >&2; exit 2; }
+    if [ ! -x "$dir/spark-bench" ] || [ ! -x "$dir/spark-prewarm" ]; then
+      echo "run-oproj: VARIANTS item '$entry': $dir has no spark-bench and spark-prewarm" >&2
+      exit 2
+    fi
+  done
 fi
 mkdir -p "$out"
 
@@ -53,7 +71,8 @@ run_step() {
     check)  # the op's GPU suite on the default (auto) and tiled schedules, checked bench rows
       LOG_DIR="$out/gpu-check" BUILD_DIR="$build" scripts/gpu-check.sh oproj oproj-tiled bench-oproj ;;
     prewarm)  # every kernel the later steps use, compiled in parallel rather than at plan creation
-      local args=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16 --heads $heads)
+      # shellcheck disable=SC2054 # the commas are the tools' list syntax
+      local args=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16 --heads "$heads")
       "$prewarm" "${args[@]}" || return 1
       local schedule line
       for schedule in tiled stationary; do SPARK_OPROJ_SCHEDULE=$schedule "$prewarm" "${args[@]}" || return 1; done
@@ -82,6 +101,25 @@ run_step() {
       mkdir -p "$out/teams" &&
         SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$teams_tables bench/sweep.sh "$bench" "$out/teams" \
           --op oproj --pdl --heads 8,16,32,128 --m 1024,4096 --weights bf16,mxfp8 ;;
+    variants)  # each prepared variant against this build's tools, same rows, PDL on
+      local vh=${VARIANT_HEADS:-8,16,32,128} vm=${VARIANT_M:-1,16,256,1024,4096} vw=${VARIANT_WEIGHTS:-bf16,mxfp8}
+      local max_m entry name dir
+      max_m=$(tr ',' '\n' <<<"$vm" | sort -n | tail -1)
+      mkdir -p "$out/variants"
+      for entry in "base=$(dirname "$bench")" $VARIANTS; do
+        name=${entry%%=*} dir=${entry#*=}
+        echo "== $name $dir"
+        "$dir/spark-prewarm" --arch sm_90a --nope 128 --v-head-dim 128,256 --weights "$vw" --heads "$vh" \
+          --max-m "$max_m" -j 16 -q || return 1
+        "$dir/spark-bench" --op oproj --pdl --heads "$vh" --m "$vm" --weights "$vw" \
+          --json "$out/variants/$name.json" >"$out/variants/$name.log" 2>&1 || return 1
+      done
+      for entry in $VARIANTS; do
+        name=${entry%%=*}
+        python3 bench/compare.py "$out/variants/base.json" "$out/variants/$name.json" >"$out/variants/compare-$name.txt" ||
+          return 1
+        echo "$name: $(grep -E '^oproj: ' "$out/variants/compare-$name.txt")"
+      done ;;
   esac
 }
 

@@ -182,6 +182,50 @@ class RunOproj(unittest.TestCase):
         done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), "--list"], capture_output=True, text=True)
         self.assertEqual(done.returncode, 0)
         self.assertEqual(done.stdout.split()[:3], ["check", "prewarm", "grid-pdl"])
+        self.assertEqual(done.stdout.split()[-1], "variants")
+
+    def variant_tools(self, name, spark_us):
+        # A spark-bench writing one oproj row of the given time, and a spark-prewarm that logs.
+        tools = os.path.join(self.dir.name, name)
+        os.makedirs(tools, exist_ok=True)
+        row = orow(128, 256, 4096, spark_us)
+        bench = ("#!/bin/sh\necho \"$(basename \"$0\") $*\"\n"
+                 "while [ $# -gt 0 ]; do [ \"$1\" = --json ] && echo '%s' > \"$2\"; shift; done\n"
+                 % json.dumps(header([row])))
+        for tool, text in (("spark-bench", bench), ("spark-prewarm", STAND_IN)):
+            with open(os.path.join(tools, tool), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(tools, tool), 0o755)
+        return tools
+
+    def test_variants_against_the_build_on_the_same_rows(self):
+        self.variant_tools("build/tools", 300.0)
+        fast = self.variant_tools("fast", 240.0)
+        env = dict(os.environ, BUILD_DIR=os.path.join(self.dir.name, "build"), VARIANTS=f"fast={fast}",
+                   VARIANT_HEADS="128", VARIANT_M="16,4096,256")
+        done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), self.out, "variants"],
+                              capture_output=True, text=True, env=env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("fast: oproj: 1 rows: median 0.8000", done.stdout)
+        log = self.log("variants")
+        self.assertLess(log.index("== base"), log.index("== fast"))
+        self.assertEqual(log.count("--max-m 4096"), 2)
+        with open(os.path.join(self.out, "variants", "fast.log")) as f:
+            self.assertIn("--pdl --heads 128 --m 16,4096,256 --weights bf16,mxfp8", f.read())
+        self.assertTrue(os.path.exists(os.path.join(self.out, "variants", "compare-fast.txt")))
+
+    def test_variants_is_not_a_default_step_and_needs_its_tools(self):
+        done = self.run_steps()
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertNotIn("variants", done.stdout)
+        for variants, message in (("", "needs VARIANTS"), ("base=/x", "is not NAME=DIR"),
+                                  (f"v={self.dir.name}", "has no spark-bench")):
+            env = dict(os.environ, BUILD_DIR=os.path.join(self.dir.name, "build"), VARIANTS=variants)
+            done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), self.out + "2", "variants"],
+                                  capture_output=True, text=True, env=env)
+            self.assertEqual(done.returncode, 2)
+            self.assertIn(message, done.stderr)
+            self.assertFalse(os.path.exists(self.out + "2"))
 
 
 # A stand-in cmake for build-variant.sh: "--build DIR --target ..." writes DIR/tools/spark-bench
