@@ -260,13 +260,17 @@ bool ring_fits(const Tile& t, const Key& key) {
   return t.smem_bytes(key) <= half_sm_smem(arch_info(key.arch).max_smem_per_block);
 }
 
+// The key's (head, 128 columns) blocks: the stationary kernel's CTAs per M chunk, by which
+// the auto schedule's thresholds count.
+int column_blocks(const Key& key) { return key.heads * key.v / 128; }
+
 // Whether the stationary kernel beats the others for a key past decode (bench/NOTES.md v21).
 // It keeps one CTA per 128 columns of a head per M chunk and loads (FP8: dequantises, row by
 // row) that head's whole weight slice before its first MMA, a fixed cost that up to M = 64
 // only many CTAs hide; the ring reads each weight once for all of M 17-32.
 bool stationary_pays(const Key& key) {
   if (key.regime.m_min > 64) return true;
-  const int blocks = key.heads * key.v / 128;
+  const int blocks = column_blocks(key);
   const int fp8 = key.weights == WeightFormat::kBf16 ? 1 : 2;
   return blocks >= fp8 * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
@@ -278,7 +282,7 @@ bool stationary_pays(const Key& key) {
 // more than the tiled kernel's, so those stay tiled.
 bool stationary_pays_at_decode(const Key& key) {
   return key.weights == WeightFormat::kBf16 && key.out == OutDtype::kBf16 &&
-         key.heads * key.v / 128 >= kStationaryDecodeMinBlocks;
+         column_blocks(key) >= kStationaryDecodeMinBlocks;
 }
 
 // The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
@@ -287,7 +291,7 @@ bool stationary_pays_at_decode(const Key& key) {
 // sooner.
 Tile builtin_stationary(const Key& key) {
   const bool many_tiles = key.regime.m_min >= kWgTeamsFromM ||
-                          (key.regime.m_min > 64 && key.heads * key.v / 128 >= kWgTeamsMinBlocks);
+                          (key.regime.m_min > 64 && column_blocks(key) >= kWgTeamsMinBlocks);
   return many_tiles ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
 }
 
@@ -304,8 +308,7 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     return e.tile;
   }
   if (key.regime.m_min <= 16) {
-    const bool stationary = tiling.schedule == Schedule::kAuto && key.regime.m_max <= 16 && wgmma &&
-                            stationary_pays_at_decode(key);
+    const bool stationary = tiling.schedule == Schedule::kAuto && wgmma && stationary_pays_at_decode(key);
     return stationary ? builtin_stationary(key) : builtin_tiled(key);
   }
   switch (tiling.schedule) {
