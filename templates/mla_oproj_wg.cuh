@@ -10,7 +10,8 @@
 // own threads, so one team's epilogue and barriers overlap another's MMAs.  A ring keeps
 // its stages in flight but the kHeld its MMAs may still read, and its copies continue
 // through each tile's epilogue.  The weights are requested (FP8: loaded and dequantised)
-// before the wait on the previous kernel, the activations after.
+// before the wait on the previous kernel, the activations after.  At decode (kDecode) one
+// team takes its single tile in a form of its own, mla_oproj_wg_decode below.
 #pragma once
 
 #include "mla_oproj.cuh"
@@ -22,7 +23,7 @@ namespace spark {
 // (teams), kOut, kWeights.
 template <class S>
 struct MlaOprojWgConfig : S {
-  using S::V, S::L, S::kStages, S::kGroups, S::kOut, S::kWeights;
+  using S::V, S::L, S::kStages, S::kGroups, S::kDecode, S::kOut, S::kWeights;
   static constexpr bool kFp8 = kWeights != WeightKind::kBf16;
   static constexpr int BM = 64, BN = 128;  // one m64n128 MMA tile per o tile
   static constexpr int kTeamThreads = 128;
@@ -40,6 +41,10 @@ struct MlaOprojWgConfig : S {
   static constexpr int kStageCols = 64;
   static constexpr int kLdC = kStageCols * kOutBytes + 16;
   static constexpr int kSmemWarpC = 16 * kLdC;
+  // Decode: the o tile's L blocks of 16 rows, and the 48 rows a 64-row MMA reads past the last.
+  static constexpr int kDecodeBlockBytes = 16 * 128;
+  static_assert(!kDecode || (kGroups == 1 && kLBlocks * kDecodeBlockBytes + 48 * 128 <= kStages * kStageBytes),
+                "decode: one team, its o tile in the ring's room");
   static constexpr int kOffStaging = kOffStages + kGroups * kStages * kStageBytes;
   // Plus 1 KB so the layout can start at the next 1024-byte boundary of the window.
   static constexpr int kSmemBytes = kOffStaging + kGroups * 4 * kSmemWarpC + 1024;
@@ -102,6 +107,75 @@ __device__ __forceinline__ void wg_load_weights(const MlaOprojParams& p, u8* sme
   }
 }
 
+// Decode (kDecode: M <= 16, one team, one tile).  Each L block of the weights is a copy group
+// of its own, and its MMAs start as soon as it lands instead of after the whole slice: the
+// tensor cores' ~1 us for the tile runs under the weight stream.  o (at most 16 rows) is read
+// after the wait through registers, so none of its copies queue behind the weights', into
+// 16-row blocks kDecodeBlockBytes apart: the 64-row MMA reads a block's rows 16..63 from the
+// next blocks (or the slack past the last), which only reach accumulator rows that are never
+// stored.  Rows M..15 are zeros.
+template <class C>
+__device__ __forceinline__ void mla_oproj_wg_decode(const MlaOprojParams& p, u8* smem, int h, int n0) {
+  static_assert(C::kThreads == 128, "one team: thread t holds o row t / 8, 16-byte chunk t % 8");
+  if constexpr (!C::kFp8) {
+    const u8* src = static_cast<const u8*>(p.w) + (h * p.w_stride_h + n0 * p.w_stride_v) * 2;
+#pragma unroll
+    for (int b = 0; b < C::kLBlocks; ++b) {
+      copy_rows_async_to<8, C::kThreads>(
+          smem + b * C::kWBlockBytes, [](int r, int c) { return swizzle128(r, c); }, src + b * 128,
+          p.w_stride_v * 2, C::BN, C::BN, p.w, threadIdx.x);
+      cp_async_commit();
+    }
+  } else {
+    wg_load_weights<C>(p, smem, h, n0);
+  }
+  grid_dependency_wait();
+  grid_dependents_launch();
+
+  u8* o_s = smem + C::kOffStages;
+  const int r = threadIdx.x / 8, c = threadIdx.x % 8;
+  const u8* src = static_cast<const u8*>(p.o) + (h * p.o_stride_h + r * p.o_stride_m) * 2 + c * 16;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 v[C::kLBlocks];
+#pragma unroll
+  for (int b = 0; b < C::kLBlocks; ++b) v[b] = r < p.m ? *reinterpret_cast<const uint4*>(src + b * 128) : zero;
+#pragma unroll
+  for (int b = 0; b < C::kLBlocks; ++b)
+    *reinterpret_cast<uint4*>(o_s + b * C::kDecodeBlockBytes + swizzle128(r, c)) = v[b];
+  const float out_scale = C::kOut == OutKind::kE4m3 ? *p.out_scale : 1.0f;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const u32 w_base = smem_addr(smem), o_base = smem_addr(o_s);
+  float acc[C::BN / 2];
+#pragma unroll
+  for (int i = 0; i < C::BN / 2; ++i) acc[i] = 0.0f;
+#pragma unroll
+  for (int b = 0; b < C::kLBlocks; ++b) {
+    // Block b's weights have landed for every thread (FP8: were stored before the wait), and
+    // the o stores are visible to the MMAs.
+    if constexpr (!C::kFp8) cp_async_wait_pending(C::kLBlocks - 1 - b);
+    fence_proxy_async();
+    named_barrier<C::kThreads>(1);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const u64 da = wgmma_desc(o_base + b * C::kDecodeBlockBytes + s * 32, 16, 1024);
+      const u64 db = wgmma_desc(w_base + b * C::kWBlockBytes + s * 32, 16, 1024);
+      wgmma_bf16<C::BN, BMajor::kK>(acc, da, db, b > 0 || s > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+  wgmma_fence_regs(acc);
+  if (warp > 0) return;  // rows 16..63: nothing to store
+  store_warp_rows<C::BN, C::kStageCols, C::kLdC, C::kOut>(
+      acc, smem + C::kOffStaging, 0, p.m,
+      [&](int m, int col) {
+        return static_cast<u8*>(p.out) + (m * p.out_stride_m + h * C::V + n0 + col) * C::kOutBytes;
+      },
+      lane, C::kOut == OutKind::kE4m3 ? rcp_rn(out_scale) : 1.0f);
+}
+
 template <class C>
 __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
   extern __shared__ __align__(1024) u8 smem_window[];
@@ -119,6 +193,10 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
   const int left = tiles_m - first_tile;
   const int tiles = h < p.heads ? (left < per_chunk ? left : per_chunk) : 0;
   if (tiles <= 0) return;
+  if constexpr (C::kDecode) {
+    mla_oproj_wg_decode<C>(p, smem, h, n0);
+    return;
+  }
 
   wg_load_weights<C>(p, smem, h, n0);
   grid_dependency_wait();

@@ -19,9 +19,9 @@ constexpr int kWgTeamsFromM = 1024;
 // Below M = 1024 two teams pay from this many (head, 128 columns) blocks, where each CTA
 // keeps several tiles (bench/NOTES.md v24).
 constexpr int kWgTeamsMinBlocks = 64;
-// At decode the stationary kernel beats the tiled tile from this many blocks with bf16
-// weights and output (bench/NOTES.md v24).
-constexpr int kStationaryDecodeMinBlocks = 128;
+// At decode the stationary kernel's decode form beats the tiled tile from this many blocks
+// with bf16 weights, with either output (bench/NOTES.md v25).
+constexpr int kStationaryDecodeMinBlocks = 64;
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
 // kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
 // M = 64 it always pays (bench/NOTES.md v21).
@@ -275,14 +275,13 @@ bool stationary_pays(const Key& key) {
   return blocks >= fp8 * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
-// Whether the stationary kernel beats the tiled tile at decode (M <= 16).  With bf16
-// weights and output and 128 blocks or more it does from M = 4 (its 64-row MMA tile and
-// one pass over the weights against the tiled kernel's warp rows and their reduction);
-// FP8 weights are dequantised whole before its first MMA, and its e4m3 epilogue costs
-// more than the tiled kernel's, so those stay tiled.
+// Whether the stationary kernel beats the tiled tile at decode (M <= 16).  Its decode form
+// (weights streamed into the MMAs block by block) does with bf16 weights from 64 blocks;
+// FP8 weights are dequantised whole before its first MMA, so those stay tiled.  The choice
+// never depends on the output dtype: the e4m3 output is the bf16 output's quantisation
+// bit for bit, so both must come from one kernel's sums.
 bool stationary_pays_at_decode(const Key& key) {
-  return key.weights == WeightFormat::kBf16 && key.out == OutDtype::kBf16 &&
-         column_blocks(key) >= kStationaryDecodeMinBlocks;
+  return key.weights == WeightFormat::kBf16 && column_blocks(key) >= kStationaryDecodeMinBlocks;
 }
 
 // The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
@@ -359,7 +358,10 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
   const char* driver = t.stationary ? "mla_oproj_wg" : t.ring ? "mla_oproj_ring" : "mla_oproj";
   std::string choices;
   if (t.stationary) {
-    choices = fmt::format("  static constexpr int kStages = {}, kGroups = {};\n", t.stages, t.groups);
+    // Decode streams the weights into the MMAs block by block (one team, one tile of <= 16 rows).
+    const bool decode = key.regime.m_max <= 16 && t.groups == 1;
+    choices = fmt::format("  static constexpr int kStages = {}, kGroups = {};\n  static constexpr bool kDecode = {};\n",
+                          t.stages, t.groups, decode);
   } else {
     choices = fmt::format("  static constexpr int BN = {}, KSPLIT = {}, {} = {};\n", t.bn, t.ksplit,
                           t.ring ? "kStages" : "TM", t.ring ? t.stages : t.tm);
