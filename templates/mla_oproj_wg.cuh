@@ -62,19 +62,22 @@ __device__ __forceinline__ int wg_w_offset(int b, int n, int c) {
   return b * C::kWBlockBytes + swizzle128(n, c);
 }
 
-// The CTA's weights into shared memory: bf16 by cp.async (one commit group), FP8 through
-// registers, 64-element blocks dequantised as they arrive: thread t owns row t % BN and
-// team t / BN's share of the row's L blocks.
+// The CTA's weights into shared memory: bf16 by cp.async (one commit group, or at decode one
+// per L block, so that each block's MMAs can start as it lands), FP8 through registers,
+// 64-element blocks dequantised as they arrive: thread t owns row t % BN and team t / BN's
+// share of the row's L blocks.
 template <class C>
 __device__ __forceinline__ void wg_load_weights(const MlaOprojParams& p, u8* smem, int h, int n0) {
   if constexpr (!C::kFp8) {
     const u8* src = static_cast<const u8*>(p.w) + (h * p.w_stride_h + n0 * p.w_stride_v) * 2;
 #pragma unroll
-    for (int b = 0; b < C::kLBlocks; ++b)
+    for (int b = 0; b < C::kLBlocks; ++b) {
       copy_rows_async_to<8, C::kThreads>(
           smem + b * C::kWBlockBytes, [](int r, int c) { return swizzle128(r, c); }, src + b * 128,
           p.w_stride_v * 2, C::BN, C::BN, p.w, threadIdx.x);
-    cp_async_commit();
+      if (C::kDecode) cp_async_commit();
+    }
+    if (!C::kDecode) cp_async_commit();
   } else {
     static_assert(C::kTeamThreads == C::BN, "a team's thread per weight row");
     constexpr int kBlocks = C::kLBlocks / C::kGroups;  // of each row, per thread
@@ -107,6 +110,33 @@ __device__ __forceinline__ void wg_load_weights(const MlaOprojParams& p, u8* sme
   }
 }
 
+// One L block's four k16 MMAs: the o block at a_base times weight block b, into acc (the
+// tile's first block overwrites it).
+template <class C>
+__device__ __forceinline__ void wg_mma_block(float (&acc)[C::BN / 2], u32 a_base, u32 w_base, int b) {
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const u64 da = wgmma_desc(a_base + s * 32, 16, 1024);
+    const u64 db = wgmma_desc(w_base + b * C::kWBlockBytes + s * 32, 16, 1024);
+    wgmma_bf16<C::BN, BMajor::kK>(acc, da, db, b > 0 || s > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
+// A warp's 16 accumulator rows (output rows row0..row0+15, those below M) through its staging
+// buffer into the output's columns n0.. of head h.
+template <class C>
+__device__ __forceinline__ void wg_store_rows(const MlaOprojParams& p, const float (&acc)[C::BN / 2], u8* stage,
+                                              int row0, int h, int n0, int lane, float out_scale) {
+  store_warp_rows<C::BN, C::kStageCols, C::kLdC, C::kOut>(
+      acc, stage, row0, p.m,
+      [&](int m, int col) {
+        return static_cast<u8*>(p.out) + (m * p.out_stride_m + h * C::V + n0 + col) * C::kOutBytes;
+      },
+      lane, C::kOut == OutKind::kE4m3 ? rcp_rn(out_scale) : 1.0f);
+}
+
 // Decode (kDecode: M <= 16, one team, one tile).  Each L block of the weights is a copy group
 // of its own, and its MMAs start as soon as it lands instead of after the whole slice: the
 // tensor cores' ~1 us for the tile runs under the weight stream.  o (at most 16 rows) is read
@@ -117,18 +147,7 @@ __device__ __forceinline__ void wg_load_weights(const MlaOprojParams& p, u8* sme
 template <class C>
 __device__ __forceinline__ void mla_oproj_wg_decode(const MlaOprojParams& p, u8* smem, int h, int n0) {
   static_assert(C::kThreads == 128, "one team: thread t holds o row t / 8, 16-byte chunk t % 8");
-  if constexpr (!C::kFp8) {
-    const u8* src = static_cast<const u8*>(p.w) + (h * p.w_stride_h + n0 * p.w_stride_v) * 2;
-#pragma unroll
-    for (int b = 0; b < C::kLBlocks; ++b) {
-      copy_rows_async_to<8, C::kThreads>(
-          smem + b * C::kWBlockBytes, [](int r, int c) { return swizzle128(r, c); }, src + b * 128,
-          p.w_stride_v * 2, C::BN, C::BN, p.w, threadIdx.x);
-      cp_async_commit();
-    }
-  } else {
-    wg_load_weights<C>(p, smem, h, n0);
-  }
+  wg_load_weights<C>(p, smem, h, n0);
   grid_dependency_wait();
   grid_dependents_launch();
 
@@ -156,24 +175,12 @@ __device__ __forceinline__ void mla_oproj_wg_decode(const MlaOprojParams& p, u8*
     if constexpr (!C::kFp8) cp_async_wait_pending(C::kLBlocks - 1 - b);
     fence_proxy_async();
     named_barrier<C::kThreads>(1);
-    wgmma_fence();
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const u64 da = wgmma_desc(o_base + b * C::kDecodeBlockBytes + s * 32, 16, 1024);
-      const u64 db = wgmma_desc(w_base + b * C::kWBlockBytes + s * 32, 16, 1024);
-      wgmma_bf16<C::BN, BMajor::kK>(acc, da, db, b > 0 || s > 0 ? 1 : 0);
-    }
-    wgmma_commit();
+    wg_mma_block<C>(acc, o_base + b * C::kDecodeBlockBytes, w_base, b);
   }
   wgmma_wait<0>();
   wgmma_fence_regs(acc);
   if (warp > 0) return;  // rows 16..63: nothing to store
-  store_warp_rows<C::BN, C::kStageCols, C::kLdC, C::kOut>(
-      acc, smem + C::kOffStaging, 0, p.m,
-      [&](int m, int col) {
-        return static_cast<u8*>(p.out) + (m * p.out_stride_m + h * C::V + n0 + col) * C::kOutBytes;
-      },
-      lane, C::kOut == OutKind::kE4m3 ? rcp_rn(out_scale) : 1.0f);
+  wg_store_rows<C>(p, acc, smem + C::kOffStaging, 0, h, n0, lane, out_scale);
 }
 
 template <class C>
@@ -251,27 +258,14 @@ __device__ __forceinline__ void mla_oproj_wg(const MlaOprojParams& p) {
       named_barrier<C::kTeamThreads>(1 + team);
       load(i + C::kStages - C::kHeld);
 
-      const u32 a_base = stage_base + i % C::kStages * C::kStageBytes;
-      wgmma_fence();
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const u64 da = wgmma_desc(a_base + s * 32, 16, 1024);
-        const u64 db = wgmma_desc(w_base + b * C::kWBlockBytes + s * 32, 16, 1024);
-        wgmma_bf16<C::BN, BMajor::kK>(acc, da, db, b > 0 || s > 0 ? 1 : 0);
-      }
-      wgmma_commit();
+      wg_mma_block<C>(acc, stage_base + i % C::kStages * C::kStageBytes, w_base, b);
       if (C::kHeld == 2 && b < C::kLBlocks - 1) wgmma_wait<1>();
     }
 
     // The tile's outputs, the warp's 16 rows through its staging buffer.
     wgmma_wait<0>();
     wgmma_fence_regs(acc);
-    store_warp_rows<C::BN, C::kStageCols, C::kLdC, C::kOut>(
-        acc, my_c, tile_m0(j) + warp * 16, p.m,
-        [&](int m, int col) {
-          return static_cast<u8*>(p.out) + (m * p.out_stride_m + h * C::V + n0 + col) * C::kOutBytes;
-        },
-        lane, C::kOut == OutKind::kE4m3 ? rcp_rn(out_scale) : 1.0f);
+    wg_store_rows<C>(p, acc, my_c, tile_m0(j) + warp * 16, h, n0, lane, out_scale);
   }
 }
 

@@ -476,9 +476,9 @@ TEST_CASE("NVRTC compiles every tile the override admits on sm_90a, without spil
 }
 
 TEST_CASE("NVRTC compiles the stationary kernel's decode form for every format and output, at any ring depth") {
-  // The auto schedule takes it only for bf16 weights and output at many heads; the override
-  // reaches the rest (FP8 weights stored before the wait, e4m3 output) and the smallest ring
-  // that must still hold the o tile's blocks.
+  // The auto schedule takes it only for bf16 weights from 64 blocks; the override reaches the
+  // rest (FP8 weights stored before the wait) and the smallest ring that must still hold the
+  // o tile's blocks.
   std::vector<oproj::RenderedSource> sources;
   for (const char* table : {"1-16:wg:3,17-8192:wg:10", "1-16:wg:10,17-8192:wg:10"})
     for (int v : {128, 256})
