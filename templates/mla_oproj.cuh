@@ -28,9 +28,16 @@ struct MlaOprojConfig : S {
   static constexpr int kChunks = kLPerWarp / 32;
   static constexpr int kOutBytes = out_bytes(kOut);
   // The partial sums of every warp row: KSPLIT x BM x BN floats.
-  static constexpr int kSmemBytes = KSPLIT * BM * BN * 4;
+  static constexpr int kPartialBytes = KSPLIT * BM * BN * 4;
+  // At decode (one M tile a warp) FP8 weights wait in shared memory, not registers (BN x L
+  // bytes): at 128 heads 56-60 registers a lane instead of 79-85, so four 256-thread CTAs fit
+  // an SM rather than two (bench/NOTES.md v26).
+  static constexpr bool kStagedW = kFp8 && TM == 1;
+  static constexpr int kWeightBytes = kStagedW ? BN * L : 0;
+  static constexpr int kSmemBytes = kPartialBytes + kWeightBytes;
   static_assert(BN % 32 == 0 && V % BN == 0, "whole 32-column warps; V in BN blocks");
   static_assert(L % (KSPLIT * 32) == 0, "L in whole 32-wide chunks per warp");
+  static_assert(kLPerWarp <= 128 && 128 % kLPerWarp == 0, "a warp's L range in one 128-wide scale block");
   static_assert(kThreads <= 512 && TM >= 1 && TM <= 4, "CTA size, M tiles per warp");
 };
 
@@ -134,17 +141,36 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
   const int l0 = ks * C::kLPerWarp + 8 * t;  // the lane's first L position
 
   // Weights: rows v0 + 8j + g, chunk c at L position l0 + 32c.  They do not depend on the
-  // previous kernel, so they are requested before waiting for it.
+  // previous kernel, so they are requested before waiting for it: into registers, or at
+  // decode FP8 by cp.async into the thread's own 8-byte slots (piece (c, j) of thread i at
+  // ((4c + j) * kThreads + i) * 8: a warp reads 256 contiguous bytes, and each thread reads
+  // only what it copied, so no barrier) with its scales a word a row (MXFP8: the E8M0
+  // bytes of a lane's chunks are consecutive, group ks * kChunks + c; block FP8: a lane's L
+  // range lies in one 128-wide block).
   using WVec = Select<C::kFp8, uint2, uint4>;  // a lane's eight weights of a row and chunk
-  WVec wv[C::kChunks][4];
-  float scale[C::kChunks][4];
+  WVec wv[C::kStagedW ? 1 : C::kChunks][4];
+  float scale[C::kStagedW ? 1 : C::kChunks][4];
+  u8* const wslot = smem + C::kPartialBytes + threadIdx.x * 8;
+  using ScaleWord = Select<C::kChunks == 4, u32, Select<C::kChunks == 2, u16, u8>>;
+  ScaleWord mx_scale[4];
+  float blk_scale[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int v = v0 + 8 * j + g;
     const long long row = h * p.w_stride_h + v * p.w_stride_v + l0;
+    if constexpr (C::kStagedW) {
+      if constexpr (C::kWeights == WeightKind::kMxfp8) {
+        mx_scale[j] = *reinterpret_cast<const ScaleWord*>(static_cast<const u8*>(p.w_scale) +
+                                                          h * p.w_scale_stride_h + v * p.w_scale_stride_v + l0 / 32);
+      } else {
+        blk_scale[j] = oproj_scale<C::kWeights, C::V>(p, h, v, l0);
+      }
+    }
 #pragma unroll
     for (int c = 0; c < C::kChunks; ++c) {
-      if constexpr (C::kFp8) {
+      if constexpr (C::kStagedW) {
+        cp_async_8(wslot + (4 * c + j) * C::kThreads * 8, static_cast<const u8*>(p.w) + row + 32 * c);
+      } else if constexpr (C::kFp8) {
         wv[c][j] = *reinterpret_cast<const uint2*>(static_cast<const u8*>(p.w) + row + 32 * c);
         scale[c][j] = oproj_scale<C::kWeights, C::V>(p, h, v, l0 + 32 * c);
       } else {
@@ -152,6 +178,7 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
       }
     }
   }
+  if constexpr (C::kStagedW) cp_async_commit();
   grid_dependency_wait();
   grid_dependents_launch();
 
@@ -165,12 +192,18 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
 
   const int m0 = tile_m * C::BM;
   const u16* o = static_cast<const u16*>(p.o) + h * p.o_stride_h + l0;
+  if constexpr (C::kStagedW) cp_async_wait_all();
 #pragma unroll
   for (int c = 0; c < C::kChunks; ++c) {
     uint4 b[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      if constexpr (C::kFp8) {
+      if constexpr (C::kStagedW) {
+        const uint2 q = *reinterpret_cast<const uint2*>(wslot + (4 * c + j) * C::kThreads * 8);
+        const float s = C::kWeights == WeightKind::kMxfp8 ? e8m0_to_float(static_cast<u8>(mx_scale[j] >> (8 * c)))
+                                                          : blk_scale[j];
+        b[j] = dequantise8(q, s);
+      } else if constexpr (C::kFp8) {
         b[j] = dequantise8(wv[c][j], scale[c][j]);
       } else {
         b[j] = wv[c][j];

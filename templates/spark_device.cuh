@@ -119,6 +119,10 @@ SPARK_DEVICE void cp_async_16(void* smem, const void* gmem, u32 src_bytes) {
 SPARK_DEVICE void cp_async_4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
 }
+// 8-byte global -> shared copy (a lane's FP8 weight piece).
+SPARK_DEVICE void cp_async_8(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+}
 SPARK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 SPARK_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Wait until at most N of this thread's committed groups are still in flight.

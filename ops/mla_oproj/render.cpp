@@ -52,10 +52,12 @@ int stationary_smem(int stages, int groups, int out_bytes) {
 int Tile::smem_bytes(const Key& key) const {
   if (stationary) return stationary_smem(stages, groups, key.out == OutDtype::kBf16 ? 2 : 1);
   const int partials = ksplit * bm() * bn * 4;  // every warp row's partial sums
-  if (!ring) return partials;
+  const bool fp8 = key.weights != WeightFormat::kBf16;
+  // The tiled kernel keeps FP8 weights (BN rows of L bytes) in shared memory across the wait
+  // at decode (one M tile a warp).
+  if (!ring) return partials + (fp8 && tm == 1 ? bn * kL : 0);
   // The slots (BN rows of L weights; FP8 also L / 32 bytes of scales a row) and the partial
   // sums, raised to the ring's floor.
-  const bool fp8 = key.weights != WeightFormat::kBf16;
   const int slot = bn * (fp8 ? kL + kL / 32 : 2 * kL);
   return std::max(stages * slot + partials, ring_smem_floor(arch_info(key.arch).max_smem_per_block));
 }

@@ -489,3 +489,36 @@ TEST_CASE("NVRTC compiles the stationary kernel's decode form for every format a
         }
   compile_each(sources, [](const oproj::RenderedSource&, const CompiledKernel& c) { CHECK(c.resources.local_bytes == 0); });
 }
+
+TEST_CASE("oproj tiled decode keeps FP8 weights in shared memory, leaving room for the next kernel's CTAs") {
+  const std::vector<MRegime> r = oproj::regimes(oproj::Schedule::kTiled);
+  for (const ArchInfo& a : supported_archs())
+    for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8, WeightFormat::kFp8Block128})
+      for (int heads : {1, 8, 16, 64, 128})
+        for (int v : {128, 256}) {
+          const bool fp8 = w != WeightFormat::kBf16;
+          const Key dec = key(heads, v, r[0], w, OutDtype::kE4m3, std::string(a.name).c_str());
+          const Key past = key(heads, v, r[2], w, OutDtype::kE4m3, std::string(a.name).c_str());
+          const oproj::Tile t = oproj::tile_for(dec, oproj::Schedule::kTiled);
+          const oproj::Tile t2 = oproj::tile_for(past, oproj::Schedule::kTiled);
+          CAPTURE(dec.name());
+          REQUIRE((t.tm == 1 && t2.tm == 2 && !t.ring && !t2.ring));
+          // Decode: every warp row's partial sums, and FP8 also BN rows of L weight bytes.
+          CHECK(t.smem_bytes(dec) == t.ksplit * t.bm() * t.bn * 4 + (fp8 ? t.bn * 512 : 0));
+          // Two M tiles a warp keep their weights in registers.
+          CHECK(t2.smem_bytes(past) == t2.ksplit * t2.bm() * t2.bn * 4);
+        }
+  // At 128 heads an FP8 decode CTA (256 threads) takes at most 64 registers a lane and a
+  // quarter of the SM's shared memory: four fit an SM, two of this layer's and two of the next.
+  for (WeightFormat w : {WeightFormat::kMxfp8, WeightFormat::kFp8Block128})
+    for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3}) {
+      const Key k = key(128, 128, r[0], w, out);
+      const oproj::RenderedSource src = oproj::render(k, oproj::Schedule::kTiled);
+      CAPTURE(src.key);
+      REQUIRE(src.threads == 256);
+      const CompiledKernel c = compile(src);
+      CHECK(c.resources.spill_bytes == 0);
+      CHECK(c.resources.registers <= 64);
+      CHECK(4 * (src.smem_bytes + 1024) <= arch_info("sm_90a").max_smem_per_block + 1024);
+    }
+}
