@@ -27,6 +27,11 @@ constexpr int kStationaryDecodeMinBlocks = 64;
 // M = 64 it always pays (bench/NOTES.md v21).
 constexpr int kStationaryMinBlocksM32 = 64;
 constexpr int kStationaryMinBlocksM64 = 32;
+// At M 65-128 FP8 weights stay tiled up to this many blocks: the stationary kernel's
+// whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on an H100) costs more there than
+// the tiled kernel's re-reading of the weights by four 32-row tiles (bench/NOTES.md v27).
+constexpr int kTiledFp8MaxBlocksM128 = 16;
+constexpr int kM128 = 128;
 constexpr int kL = 512;
 
 }  // namespace
@@ -79,9 +84,10 @@ namespace {
 // Decode keeps one 16-row tile per warp (tiled; at many heads with bf16 weights and output the
 // stationary kernel's 64-row tile).  Past it, two 16-row tiles per warp (tiled, ring),
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
-// memory across 64-row M tiles (stationary, wgmma).  M 17-32 and 33-64 are regimes of their
-// own because the kernel that wins there depends on the heads and the weight format.
-const std::vector<MRegime> kBuiltinRegimes{{1, 16}, {17, 32}, {33, 64}, {65, kWgTeamsFromM - 1}, {kWgTeamsFromM, kMaxM}};
+// memory across 64-row M tiles (stationary, wgmma).  M 17-32, 33-64 and 65-128 are regimes
+// of their own because the kernel that wins there depends on the heads and the weight format.
+const std::vector<MRegime> kBuiltinRegimes{
+    {1, 16}, {17, 32}, {33, 64}, {65, kM128}, {kM128 + 1, kWgTeamsFromM - 1}, {kWgTeamsFromM, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
     "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES[xTEAMS] (weight-stationary wgmma on sm_90a, "
@@ -266,15 +272,16 @@ bool ring_fits(const Tile& t, const Key& key) {
 // the auto schedule's thresholds count.
 int column_blocks(const Key& key) { return key.heads * key.v / 128; }
 
-// Whether the stationary kernel beats the others for a key past decode (bench/NOTES.md v21).
-// It keeps one CTA per 128 columns of a head per M chunk and loads (FP8: dequantises, row by
-// row) that head's whole weight slice before its first MMA, a fixed cost that up to M = 64
-// only many CTAs hide; the ring reads each weight once for all of M 17-32.
+// Whether the stationary kernel beats the others for a key past decode (bench/NOTES.md v21,
+// v27).  It keeps one CTA per 128 columns of a head per M chunk and loads (FP8: dequantises,
+// row by row) that head's whole weight slice before its first MMA, a fixed cost that up to
+// M = 64 only many CTAs hide (up to M = 128 with FP8 weights); the ring reads each weight
+// once for all of M 17-32.
 bool stationary_pays(const Key& key) {
-  if (key.regime.m_min > 64) return true;
   const int blocks = column_blocks(key);
-  const int fp8 = key.weights == WeightFormat::kBf16 ? 1 : 2;
-  return blocks >= fp8 * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
+  const bool fp8 = key.weights != WeightFormat::kBf16;
+  if (key.regime.m_min > 64) return !(fp8 && key.regime.m_max <= kM128 && blocks <= kTiledFp8MaxBlocksM128);
+  return blocks >= (fp8 ? 2 : 1) * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
 // Whether the stationary kernel beats the tiled tile at decode (M <= 16).  Its decode form

@@ -773,10 +773,10 @@ void run_accuracy(spark_weight_format f, int H, int V, const std::vector<int>& M
   }
 }
 
-#define SPARK_MS_FULL 1, 3, 16, 17, 64, 200, 1100  // 1100: the 1024-8192 regime, within kOMaxM
+#define SPARK_MS_FULL 1, 3, 16, 17, 64, 100, 200, 1100  // 1100: the 1024-8192 regime, within kOMaxM
 #define SPARK_MS_ODD_HEADS 1, 3, 17, 64
 // Many heads: the float64 reference is the slow part; one M per M-regime.
-#define SPARK_MS_MANY_HEADS 1, 17, 64, 200
+#define SPARK_MS_MANY_HEADS 1, 17, 64, 100, 200
 
 }  // namespace
 

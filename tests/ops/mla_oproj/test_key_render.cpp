@@ -126,9 +126,9 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
 TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and format") {
   using oproj::Schedule;
   const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
-  REQUIRE(r.size() == 5);
+  REQUIRE(r.size() == 6);
   CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, 64} &&
-         r[3] == MRegime{65, 1023} && r[4] == MRegime{1024, oproj::kMaxM}));
+         r[3] == MRegime{65, 128} && r[4] == MRegime{129, 1023} && r[5] == MRegime{1024, oproj::kMaxM}));
   const auto tile = [](int heads, int v, const MRegime& regime, WeightFormat w, const char* arch) {
     return oproj::tile_for(key(heads, v, regime, w, OutDtype::kBf16, arch), Schedule::kAuto);
   };
@@ -163,21 +163,29 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     CHECK(is_tiled(tile(16, 128, r[2], w, "sm_90a"), 2));
     CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
     CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
-    // Past M = 64: stationary at any head count; two teams from M = 1024, and from 64
-    // blocks below it.
+    // Past M = 64: stationary at any head count (at M 65-128 with FP8 weights from 17
+    // (head, 128 columns) blocks, tiled below); two teams from M = 1024, and from 64 blocks
+    // below it.
     for (int v : {128, 256}) {
-      CHECK(tile(1, v, r[3], w, "sm_90a").groups == 1);
-      CHECK(tile(8192 / v, v, r[3], w, "sm_90a").groups == 2);
+      for (int heads : {1, 2048 / v}) CHECK(tile(heads, v, r[3], w, "sm_90a").stationary == !fp8);
+      CHECK(is_tiled(tile(2048 / v, v, r[3], w, "sm_90a"), 2) == fp8);
+      CHECK(tile(4096 / v, v, r[3], w, "sm_90a").stationary);
       CHECK(tile(4096 / v, v, r[3], w, "sm_90a").groups == 1);
+      CHECK(tile(8192 / v, v, r[3], w, "sm_90a").groups == 2);
       CHECK(tile(1, v, r[4], w, "sm_90a").stationary);
-      CHECK(tile(1, v, r[4], w, "sm_90a").groups == 2);
-      CHECK(tile(128, v, r[4], w, "sm_90a").groups == 2);
+      CHECK(tile(1, v, r[4], w, "sm_90a").groups == 1);
+      CHECK(tile(8192 / v, v, r[4], w, "sm_90a").groups == 2);
+      CHECK(tile(4096 / v, v, r[4], w, "sm_90a").groups == 1);
+      CHECK(tile(1, v, r[5], w, "sm_90a").stationary);
+      CHECK(tile(1, v, r[5], w, "sm_90a").groups == 2);
+      CHECK(tile(128, v, r[5], w, "sm_90a").groups == 2);
       CHECK(tile(128, v, r[2], w, "sm_90a").groups == 1);
     }
     // Off sm_90a: the ring at M 17-32, tiled past it.
     CHECK(is_ring(tile(128, 256, r[1], w, "sm_100a")));
     CHECK(is_tiled(tile(128, 256, r[2], w, "sm_100a"), 2));
     CHECK(is_tiled(tile(128, 256, r[3], w, "sm_100a"), 2));
+    CHECK(is_tiled(tile(128, 256, r[4], w, "sm_100a"), 2));
     // Where two ring CTAs do not fit an SM (bf16 weights on a 100 KB arch), tiled.
     const oproj::Tile small_sm = tile(8, 128, r[1], w, "sm_89");
     CHECK(small_sm.ring == fp8);
