@@ -34,11 +34,20 @@ wg=1-16:wg:10,17-8192:wg:10"
 # Past M = 1023: one warp group against two teams (the built-in choice, v24).
 teams_tables="one=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:10
 two=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2"
+# FP8 decode at 64-128 heads (bench/NOTES.md v27): the built-in 64-column tile against half
+# the CTAs (128 columns) and twice the warps along L.
+fp8_decode_tables="default=
+bn128=1-16:128x4x1,17-8192:wg:10
+ksplit8=1-16:64x8x1,17-8192:wg:10"
+# FP8 past M = 128 at 8-16 heads (bench/NOTES.md v27): one warp group against two teams, which
+# split the weight slice's dequantisation.
+fp8_teams_tables="one=1-128:32x8x2,129-1023:wg:10,1024-8192:wg:5x2
+two=1-128:32x8x2,129-1023:wg:5x2,1024-8192:wg:5x2"
 grid_m=1,4,16,32,64,256,1024,4096,8192
 heads=8,16,32,64,128
 
 # Every step, in order; all but the last run when none is named.
-known=(check prewarm grid-pdl m32 past-tiled past-stationary grid decode-wg teams variants)
+known=(check prewarm grid-pdl m32 past-tiled past-stationary grid decode-wg teams fp8-decode fp8-teams variants)
 steps=("${known[@]:0:${#known[@]}-1}")
 if [ "${1:-}" = --list ]; then
   printf '%s\n' "${known[@]}"
@@ -78,7 +87,7 @@ run_step() {
       for schedule in tiled stationary; do SPARK_OPROJ_SCHEDULE=$schedule "$prewarm" "${args[@]}" || return 1; done
       while IFS= read -r line; do
         [ "${line%%=*}" = default ] || SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
-      done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables" ;;
+      done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables"$'\n'"$fp8_decode_tables"$'\n'"$fp8_teams_tables" ;;
     grid-pdl)  # the op's grid on the default schedule, PDL on
       "$bench" --op oproj --pdl --heads $heads --m $grid_m --json "$out/grid-pdl.json" ;;
     m32)  # M = 32: auto against each schedule alone, PDL on
@@ -101,6 +110,14 @@ run_step() {
       mkdir -p "$out/teams" &&
         SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$teams_tables bench/sweep.sh "$bench" "$out/teams" \
           --op oproj --pdl --heads 8,16,32,128 --m 1024,4096 --weights bf16,mxfp8 ;;
+    fp8-decode)  # FP8 decode at 64-128 heads: the decode tile's width and split, PDL on
+      mkdir -p "$out/fp8-decode" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$fp8_decode_tables bench/sweep.sh "$bench" "$out/fp8-decode" \
+          --op oproj --pdl --heads 64,128 --m 1,4,16 --weights mxfp8,fp8-block ;;
+    fp8-teams)  # FP8 past M = 128 at 8-16 heads: one warp group against two teams, PDL on
+      mkdir -p "$out/fp8-teams" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$fp8_teams_tables bench/sweep.sh "$bench" "$out/fp8-teams" \
+          --op oproj --pdl --heads 8,16 --m 256,512,1023 --weights mxfp8,fp8-block ;;
     variants)  # each prepared variant against this build's tools, same rows, PDL on
       local vh=${VARIANT_HEADS:-8,16,32,128} vm=${VARIANT_M:-1,16,256,1024,4096} vw=${VARIANT_WEIGHTS:-bf16,mxfp8}
       local max_m entry name dir

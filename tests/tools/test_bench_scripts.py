@@ -151,8 +151,11 @@ class RunOproj(unittest.TestCase):
         prewarm = self.log("prewarm")
         self.assertIn("SCHEDULE=stationary", prewarm)
         self.assertIn("TILES=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
-        # auto, tiled, stationary, the four M = 32 tables, the decode one, the two teams ones
-        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2)
+        # auto, tiled, stationary, the four M = 32 tables, the decode one, the two teams ones,
+        # the two FP8 decode ones and the two FP8 teams ones
+        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2)
+        self.assertIn("TILES=1-16:128x4x1,17-8192:wg:10", prewarm)
+        self.assertIn("TILES=1-128:32x8x2,129-1023:wg:5x2,1024-8192:wg:5x2", prewarm)
         self.assertIn("TILES=1-16:wg:10,17-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2", prewarm)
         m32 = self.log("m32")
@@ -171,6 +174,21 @@ class RunOproj(unittest.TestCase):
         teams = self.log("teams")
         self.assertEqual(teams.count("rc=0"), 2)
         self.assertIn("== two 1-16:64x4x1,17-1023:wg:10,1024-8192:wg:5x2", teams)
+
+    def test_the_fp8_decode_and_fp8_teams_sweeps(self):
+        done = self.run_steps("fp8-decode", "fp8-teams")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        decode = self.log("fp8-decode")
+        self.assertEqual(decode.count("rc=0"), 3)
+        self.assertIn("== ksplit8 1-16:64x8x1,17-8192:wg:10", decode)
+        with open(os.path.join(self.out, "fp8-decode", "sweep-bn128.log")) as f:
+            self.assertIn("--pdl --heads 64,128 --m 1,4,16 --weights mxfp8,fp8-block", f.read())
+        teams = self.log("fp8-teams")
+        self.assertEqual(teams.count("rc=0"), 2)
+        self.assertIn("== one 1-128:32x8x2,129-1023:wg:10,1024-8192:wg:5x2", teams)
+        with open(os.path.join(self.out, "fp8-teams", "sweep-two.log")) as f:
+            self.assertIn("--heads 8,16 --m 256,512,1023 --weights mxfp8,fp8-block", f.read())
+        self.assertTrue(os.path.exists(os.path.join(self.out, "fp8-teams", "sweep-two.json")))
 
     def test_an_unknown_step_is_refused_before_anything_runs(self):
         done = self.run_steps("prewarm", "grids")
