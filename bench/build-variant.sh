@@ -11,7 +11,10 @@
 # were.  PATCH and OUTDIR are taken from the current directory, BUILD_DIR (as in the other
 # scripts) from the repository's root.  The files the patch touches must have no uncommitted
 # changes.  Each variant's kernels have sources of their own, so its cache entries never mix
-# with the unpatched tools' (prewarm each with its own spark-prewarm).
+# with the unpatched tools' (prewarm each with its own spark-prewarm).  GPU_TESTS="TARGET ..."
+# (GPU test binaries, e.g. test_gpu_mla_oproj) also builds libspark.so and those tests with
+# the patch and copies them to OUTDIR/libspark.so* and OUTDIR/tests/, where each finds
+# OUTDIR's library (RPATH $ORIGIN/..), so the variant's kernels can be checked as well as timed.
 set -uo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: bench/build-variant.sh PATCH OUTDIR" >&2
@@ -33,7 +36,13 @@ if ! git diff --quiet HEAD -- "${touched[@]}"; then
   exit 2
 fi
 
+read -r -a gpu_tests <<<"${GPU_TESTS:-}"
+for t in "${gpu_tests[@]}"; do
+  [[ $t =~ ^test_gpu_[A-Za-z0-9_]+$ ]] ||
+    { echo "build-variant: GPU_TESTS item '$t' is not a GPU test target (test_gpu_...)" >&2; exit 2; }
+done
 tools=(--target spark-bench spark-prewarm)
+[ ${#gpu_tests[@]} -gt 0 ] && tools+=(spark "${gpu_tests[@]}")
 restore() {
   if ! git apply -R "$patch"; then
     echo "build-variant: could not take PATCH out of the working tree again; see git diff" >&2
@@ -47,4 +56,9 @@ trap 'restore' EXIT
 trap 'exit 130' INT TERM
 cmake --build "$build" "${tools[@]}" || { echo "build-variant: the patched build failed" >&2; exit 1; }
 mkdir -p "$out" && cp "$build/tools/spark-bench" "$build/tools/spark-prewarm" "$out/" || exit 1
+if [ ${#gpu_tests[@]} -gt 0 ]; then
+  mkdir -p "$out/tests" && cp -P "$build"/libspark.so* "$out/" || exit 1
+  for t in "${gpu_tests[@]}"; do cp "$build/tests/$t" "$out/tests/" || exit 1; done
+  echo "build-variant: $out/libspark.so, $out/tests/{${GPU_TESTS// /,}}"
+fi
 echo "build-variant: $out/spark-bench, $out/spark-prewarm"

@@ -252,9 +252,15 @@ class RunOproj(unittest.TestCase):
 STAND_IN_CMAKE = """#!/usr/bin/env bash
 echo "$*" >> "$CMAKE_LOG"
 [ -n "${CMAKE_FAILS_ON:-}" ] && grep -q "$CMAKE_FAILS_ON" kernel.cuh && exit 1
-mkdir -p "$2/tools"
+mkdir -p "$2/tools" "$2/tests"
 cat kernel.cuh > "$2/tools/spark-bench"
 cat kernel.cuh > "$2/tools/spark-prewarm"
+for t in "${@:4}"; do
+  case $t in
+    spark) cat kernel.cuh > "$2/libspark.so.0.1.0"; ln -sf libspark.so.0.1.0 "$2/libspark.so.0" ;;
+    test_*) cat kernel.cuh > "$2/tests/$t" ;;
+  esac
+done
 """
 
 
@@ -314,6 +320,21 @@ class BuildVariant(unittest.TestCase):
         self.assertEqual(self.read(self.repo, "build", "tools", "spark-bench"), "base\n")
         build = os.path.join(os.path.realpath(self.repo), "build")
         self.assertEqual(self.read(self.log).count(f"--build {build} --target spark-bench spark-prewarm"), 2)
+
+    def test_gpu_tests_come_with_the_library_they_load(self):
+        out = os.path.join(self.dir.name, "variant")
+        done = self.build(self.patch, out, GPU_TESTS="test_gpu_mla_oproj")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.read(out, "tests", "test_gpu_mla_oproj"), "variant\n")
+        self.assertEqual(self.read(out, "libspark.so.0.1.0"), "variant\n")
+        self.assertTrue(os.path.islink(os.path.join(out, "libspark.so.0")))
+        # The build folder is rebuilt unpatched with the same targets.
+        self.assertEqual(self.read(self.repo, "build", "tests", "test_gpu_mla_oproj"), "base\n")
+        self.assertEqual(self.read(self.log).count("spark-prewarm spark test_gpu_mla_oproj"), 2)
+        done = self.build(self.patch, out + "2", GPU_TESTS="test_gpu_mla_oproj rm -rf")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("GPU_TESTS item 'rm' is not a GPU test target", done.stderr)
+        self.assertFalse(os.path.exists(out + "2"))
 
     def test_a_failed_build_takes_the_patch_out_again(self):
         out = os.path.join(self.dir.name, "variant")
