@@ -27,11 +27,12 @@ constexpr int kStationaryDecodeMinBlocks = 64;
 // M = 64 it always pays (bench/NOTES.md v21).
 constexpr int kStationaryMinBlocksM32 = 64;
 constexpr int kStationaryMinBlocksM64 = 32;
-// At M 65-128 FP8 weights stay tiled up to this many blocks: the stationary kernel's
-// whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on an H100) costs more there than
-// the tiled kernel's re-reading of the weights by four 32-row tiles (bench/NOTES.md v27).
-constexpr int kTiledFp8MaxBlocksM128 = 16;
-constexpr int kM128 = 128;
+// Up to M = kFp8TiledMaxM (a regime boundary) FP8 weights stay tiled up to this many blocks:
+// the stationary kernel's whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on an
+// H100) costs more there than the tiled kernel's re-reading of the weights by four 32-row
+// tiles (bench/NOTES.md v27).
+constexpr int kFp8TiledMaxM = 128;
+constexpr int kFp8TiledMaxBlocks = 16;
 constexpr int kL = 512;
 
 }  // namespace
@@ -86,8 +87,12 @@ namespace {
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
 // memory across 64-row M tiles (stationary, wgmma).  M 17-32, 33-64 and 65-128 are regimes
 // of their own because the kernel that wins there depends on the heads and the weight format.
-const std::vector<MRegime> kBuiltinRegimes{
-    {1, 16}, {17, 32}, {33, 64}, {65, kM128}, {kM128 + 1, kWgTeamsFromM - 1}, {kWgTeamsFromM, kMaxM}};
+const std::vector<MRegime> kBuiltinRegimes{{1, 16},
+                                           {17, 32},
+                                           {33, 64},
+                                           {65, kFp8TiledMaxM},
+                                           {kFp8TiledMaxM + 1, kWgTeamsFromM - 1},
+                                           {kWgTeamsFromM, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
     "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES[xTEAMS] (weight-stationary wgmma on sm_90a, "
@@ -280,7 +285,7 @@ int column_blocks(const Key& key) { return key.heads * key.v / 128; }
 bool stationary_pays(const Key& key) {
   const int blocks = column_blocks(key);
   const bool fp8 = key.weights != WeightFormat::kBf16;
-  if (key.regime.m_min > 64) return !(fp8 && key.regime.m_max <= kM128 && blocks <= kTiledFp8MaxBlocksM128);
+  if (key.regime.m_min > 64) return !(fp8 && key.regime.m_max <= kFp8TiledMaxM && blocks <= kFp8TiledMaxBlocks);
   return blocks >= (fp8 ? 2 : 1) * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
