@@ -24,7 +24,7 @@ constexpr int kWgTeamsMinBlocks = 64;
 constexpr int kStationaryDecodeMinBlocks = 64;
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
 // kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
-// M = 64 it always pays (bench/NOTES.md v21).
+// M = 64 it pays but for the FP8 case below (bench/NOTES.md v21).
 constexpr int kStationaryMinBlocksM32 = 64;
 constexpr int kStationaryMinBlocksM64 = 32;
 // Up to M = kFp8TiledMaxM (a regime boundary) FP8 weights stay tiled up to this many blocks:
