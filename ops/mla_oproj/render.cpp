@@ -17,8 +17,10 @@ constexpr int kWgStages = 10;
 constexpr int kWgTeamStages = 5;
 constexpr int kWgTeamsFromM = 1024;
 // Below M = 1024 two teams pay from this many (head, 128 columns) blocks, where each CTA
-// keeps several tiles (bench/NOTES.md v24).
+// keeps several tiles (bench/NOTES.md v24); with FP8 weights past M = 128 already from
+// kFp8TeamsMinBlocks, since the teams also split the slice's dequantisation (v28).
 constexpr int kWgTeamsMinBlocks = 64;
+constexpr int kFp8TeamsMinBlocks = 16;
 // At decode the stationary kernel's decode form beats the tiled tile from this many blocks
 // with bf16 weights, with either output (bench/NOTES.md v25).
 constexpr int kStationaryDecodeMinBlocks = 64;
@@ -301,10 +303,14 @@ bool stationary_pays_at_decode(const Key& key) {
 // The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
 // (one team's epilogue and barriers run under the other's MMAs): from M = 1024, and past
 // M = 64 from 64 blocks; with fewer tiles a CTA, one team and its deeper ring fetch a tile
-// sooner.
+// sooner.  FP8 weights past M = 128 take two teams from 16 blocks: each team converts half
+// of every weight row before the wait, so the slice's flat dequantisation halves too.
 Tile builtin_stationary(const Key& key) {
+  const int blocks = column_blocks(key);
+  const bool fp8 = key.weights != WeightFormat::kBf16;
   const bool many_tiles = key.regime.m_min >= kWgTeamsFromM ||
-                          (key.regime.m_min > 64 && column_blocks(key) >= kWgTeamsMinBlocks);
+                          (key.regime.m_min > 64 && blocks >= kWgTeamsMinBlocks) ||
+                          (fp8 && key.regime.m_min > kFp8TiledMaxM && blocks >= kFp8TeamsMinBlocks);
   return many_tiles ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
 }
 

@@ -165,7 +165,7 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
     // Past M = 64: stationary at any head count (at M 65-128 with FP8 weights from 17
     // (head, 128 columns) blocks, tiled below); two teams from M = 1024, and from 64 blocks
-    // below it.
+    // below it (16 with FP8 weights past M = 128).
     for (int v : {128, 256}) {
       for (int heads : {1, 2048 / v}) CHECK(tile(heads, v, r[3], w, "sm_90a").stationary == !fp8);
       CHECK(is_tiled(tile(2048 / v, v, r[3], w, "sm_90a"), 2) == fp8);
@@ -175,7 +175,10 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
       CHECK(tile(1, v, r[4], w, "sm_90a").stationary);
       CHECK(tile(1, v, r[4], w, "sm_90a").groups == 1);
       CHECK(tile(8192 / v, v, r[4], w, "sm_90a").groups == 2);
-      CHECK(tile(4096 / v, v, r[4], w, "sm_90a").groups == 1);
+      // At M 129-1023 FP8 weights take two teams from 16 blocks, bf16 weights from 64.
+      CHECK(tile(4096 / v, v, r[4], w, "sm_90a").groups == (fp8 ? 2 : 1));
+      CHECK(tile(2048 / v, v, r[4], w, "sm_90a").groups == (fp8 ? 2 : 1));
+      CHECK(tile(1024 / v, v, r[4], w, "sm_90a").groups == 1);
       CHECK(tile(1, v, r[5], w, "sm_90a").stationary);
       CHECK(tile(1, v, r[5], w, "sm_90a").groups == 2);
       CHECK(tile(128, v, r[5], w, "sm_90a").groups == 2);
