@@ -306,11 +306,10 @@ bool stationary_pays_at_decode(const Key& key) {
 // sooner.  FP8 weights past M = 128 take two teams from 16 blocks: each team converts half
 // of every weight row before the wait, so the slice's flat dequantisation halves too.
 Tile builtin_stationary(const Key& key) {
-  const int blocks = column_blocks(key);
   const bool fp8 = key.weights != WeightFormat::kBf16;
+  const int teams_min_blocks = fp8 && key.regime.m_min > kFp8TiledMaxM ? kFp8TeamsMinBlocks : kWgTeamsMinBlocks;
   const bool many_tiles = key.regime.m_min >= kWgTeamsFromM ||
-                          (key.regime.m_min > 64 && blocks >= kWgTeamsMinBlocks) ||
-                          (fp8 && key.regime.m_min > kFp8TiledMaxM && blocks >= kFp8TeamsMinBlocks);
+                          (key.regime.m_min > 64 && column_blocks(key) >= teams_min_blocks);
   return many_tiles ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
 }
 
