@@ -8,6 +8,7 @@
 // unchanged.  A CTA owns BN columns of one head and BM = 16 x TM rows; its KSPLIT warp rows
 // split L and add their partial sums through shared memory.  The weights (and their
 // scales) are requested before the wait on the previous kernel, the activations after.
+// Block FP8 at decode swaps the operands (kTransposedMma): the weights are A, o is B.
 #pragma once
 
 #include "mla_oproj_params.h"
@@ -33,6 +34,10 @@ struct MlaOprojConfig : S {
   // bytes): at 128 heads 56-60 registers a lane instead of 79-85, so four 256-thread CTAs fit
   // an SM rather than two (bench/NOTES.md v26).
   static constexpr bool kStagedW = kFp8 && TM == 1;
+  // Block FP8 at decode multiplies transposed (out^T = W o^T, in mla_oproj below): ~10 % fewer
+  // instructions and 0.92-1.04x the time on an H100; MXFP8 keeps o as the A operand, where the
+  // same change measured 0.87-1.13x (bench/NOTES.md v29).  One kernel serves both outputs.
+  static constexpr bool kTransposedMma = kStagedW && kWeights == WeightKind::kFp8Block128;
   static constexpr int kWeightBytes = kStagedW ? BN * L : 0;
   static constexpr int kSmemBytes = kPartialBytes + kWeightBytes;
   static_assert(BN % 32 == 0 && V % BN == 0, "whole 32-column warps; V in BN blocks");
@@ -77,6 +82,9 @@ __device__ __forceinline__ void oproj_mma_chunk(float (&acc)[4][4], const uint4&
 // stored as bf16 (16 bytes) or e4m3 (8 bytes, divided by *p.out_scale).  The caller keeps
 // `partial` untouched until every thread has passed a later barrier.
 template <class C>
+__device__ __forceinline__ void oproj_sum_store(const float* partial, const MlaOprojParams& p, int h, int nb, int m0);
+
+template <class C>
 __device__ __forceinline__ void oproj_reduce_store(const float (&acc)[C::TM][4][4], float* partial,
                                                    const MlaOprojParams& p, int h, int nb, int m0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -92,6 +100,13 @@ __device__ __forceinline__ void oproj_reduce_store(const float (&acc)[C::TM][4][
         const int r = 16 * i + g + 8 * half, col = nw * 32 + 8 * j + 2 * t;
         *reinterpret_cast<float2*>(mine + r * C::BN + col) = make_float2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
       }
+  oproj_sum_store<C>(partial, p, h, nb, m0);
+}
+
+// The second half of oproj_reduce_store: after every warp row's partial sums are in
+// `partial` (BM x BN floats per warp row), one barrier, then the vector sums and stores.
+template <class C>
+__device__ __forceinline__ void oproj_sum_store(const float* partial, const MlaOprojParams& p, int h, int nb, int m0) {
   __syncthreads();
 
   float inv_scale = 1.0f;
@@ -192,6 +207,54 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
 
   const int m0 = tile_m * C::BM;
   const u16* o = static_cast<const u16*>(p.o) + h * p.o_stride_h + l0;
+  if constexpr (C::kTransposedMma) {
+    // The transposed product out^T = W o^T: the freshly dequantised weights are the A
+    // fragments (16 rows: the lane's rows j = 2i and 2i + 1, in the same k order as o's
+    // words) and o's rows, as loaded, the B fragments (8 rows of M each, the second only past
+    // M = 8): no register moves assemble o's fragments, and M <= 8 takes half the MMAs.
+    cp_async_wait_all();
+    const bool two_n = p.m - m0 > 8;
+    float tacc[2][2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tacc[i][n][e] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C::kChunks; ++c) {
+      uint4 b[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        b[j] = dequantise8(*reinterpret_cast<const uint2*>(wslot + (4 * c + j) * C::kThreads * 8), blk_scale[j]);
+      }
+      const int r0 = m0 + g, r1 = r0 + 8;
+      const uint4 zero = make_uint4(0, 0, 0, 0);
+      const uint4 a_lo = r0 < p.m ? *reinterpret_cast<const uint4*>(o + r0 * p.o_stride_m + 32 * c) : zero;
+      const uint4 a_hi = r1 < p.m ? *reinterpret_cast<const uint4*>(o + r1 * p.o_stride_m + 32 * c) : zero;
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const u32 a[4] = {word_of(b[2 * i], 2 * s), word_of(b[2 * i + 1], 2 * s), word_of(b[2 * i], 2 * s + 1),
+                            word_of(b[2 * i + 1], 2 * s + 1)};
+          mma_bf16_16816(tacc[i][0], a, word_of(a_lo, 2 * s), word_of(a_lo, 2 * s + 1));
+          if (two_n) mma_bf16_16816(tacc[i][1], a, word_of(a_hi, 2 * s), word_of(a_hi, 2 * s + 1));
+        }
+    }
+    // tacc[i][n]: weight rows (columns of the output) nw * 32 + 16i + g (+8 for e >= 2), M rows
+    // 8n + 2t (+1 for odd e) of the tile.
+    float* mine = reinterpret_cast<float*>(smem) + ks * (C::BM * C::BN);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          mine[(8 * n + 2 * t + (e & 1)) * C::BN + nw * 32 + 16 * i + g + 8 * (e >> 1)] = tacc[i][n][e];
+    oproj_sum_store<C>(reinterpret_cast<const float*>(smem), p, h, nb, m0);
+    return;
+  }
   if constexpr (C::kStagedW) cp_async_wait_all();
 #pragma unroll
   for (int c = 0; c < C::kChunks; ++c) {

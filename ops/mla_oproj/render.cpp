@@ -116,8 +116,10 @@ Tile builtin_tiled(const Key& key) {
   Tile t;
   const bool narrow = key.v == 128 ? key.heads < 32 : key.heads < 16;
   t.bn = narrow ? 32 : 64;
-  t.ksplit = narrow ? 8 : 4;
   t.tm = key.regime.m_max <= 16 ? 1 : 2;
+  // Narrow keys split L eight ways, but at decode with bf16 weights four (128 threads): on an
+  // H100 0.92-0.97x the eight-way time at 8-16 heads, either output (bench/NOTES.md v29).
+  t.ksplit = narrow && !(t.tm == 1 && key.weights == WeightFormat::kBf16) ? 8 : 4;
   return t;
 }
 

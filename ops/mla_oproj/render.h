@@ -12,7 +12,7 @@
 namespace spark::oproj {
 
 // Bumped whenever the generator's output for some key changes meaning.
-inline constexpr int kGeneratorVersion = 6;
+inline constexpr int kGeneratorVersion = 7;
 // The kernel's __global__ function: kernel_symbol("mla_oproj") (core/key_name.h).
 inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 

@@ -144,6 +144,14 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     // sm_90a the stationary one (one team, its decode form), for either output.
     for (int heads : {1, 8, 32}) CHECK(is_tiled(tile(heads, 128, r[0], w, "sm_90a"), 1));
     CHECK(is_tiled(tile(16, 256, r[0], w, "sm_90a"), 1));
+    // Its narrow tile (32 columns; under 32 heads at V = 128, 16 at V = 256) splits L four
+    // ways at decode with bf16 weights, eight with FP8 weights and past decode.
+    for (const auto& [heads, v] : {std::pair{8, 128}, std::pair{16, 128}, std::pair{8, 256}}) {
+      const oproj::Tile t = tile(heads, v, r[0], w, "sm_90a");
+      CHECK((t.bn == 32 && t.ksplit == (fp8 ? 8 : 4) && t.threads() == (fp8 ? 256 : 128)));
+      CHECK(tile(heads, v, r[2], w, "sm_90a").ksplit == 8);
+    }
+    CHECK(tile(16, 256, r[0], w, "sm_90a").bn == 64);
     for (const auto& [heads, v] :
          {std::pair{32, 256}, std::pair{64, 128}, std::pair{64, 256}, std::pair{128, 128}, std::pair{128, 256}}) {
       for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3}) {
