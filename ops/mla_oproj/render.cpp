@@ -118,7 +118,7 @@ Tile builtin_tiled(const Key& key) {
   t.bn = narrow ? 32 : 64;
   t.tm = key.regime.m_max <= 16 ? 1 : 2;
   // Narrow keys split L eight ways, but at decode with bf16 weights four (128 threads): on an
-  // H100 0.92-0.97x the eight-way time at 8-16 heads, either output (bench/NOTES.md v29).
+  // H100 0.92-0.96x the eight-way time at 8-16 heads, either output (bench/NOTES.md v29).
   t.ksplit = narrow && !(t.tm == 1 && key.weights == WeightFormat::kBf16) ? 8 : 4;
   return t;
 }
