@@ -152,8 +152,9 @@ class RunOproj(unittest.TestCase):
         self.assertIn("SCHEDULE=stationary", prewarm)
         self.assertIn("TILES=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
         # auto, tiled, stationary, the four M = 32 tables, the decode one, the two teams ones,
-        # the two FP8 decode ones and the two FP8 teams ones
-        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2)
+        # the two FP8 decode ones, the two FP8 teams ones and the narrow decode one
+        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2 + 1)
+        self.assertIn("TILES=1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:128x4x1,17-8192:wg:10", prewarm)
         self.assertIn("TILES=1-128:32x8x2,129-1023:wg:5x2,1024-8192:wg:5x2", prewarm)
         self.assertIn("TILES=1-16:wg:10,17-8192:wg:10", prewarm)
@@ -189,6 +190,15 @@ class RunOproj(unittest.TestCase):
         with open(os.path.join(self.out, "fp8-teams", "sweep-two.log")) as f:
             self.assertIn("--heads 8,16 --m 256,512,1023 --weights mxfp8,fp8-block", f.read())
         self.assertTrue(os.path.exists(os.path.join(self.out, "fp8-teams", "sweep-two.json")))
+
+    def test_the_narrow_decode_sweep(self):
+        done = self.run_steps("narrow-decode")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        sweep = self.log("narrow-decode")
+        self.assertEqual(sweep.count("rc=0"), 2)
+        self.assertIn("== eight 1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", sweep)
+        with open(os.path.join(self.out, "narrow-decode", "sweep-default.log")) as f:
+            self.assertIn("--pdl --heads 8,16 --m 1,4,16,32 --weights bf16", f.read())
 
     def test_an_unknown_step_is_refused_before_anything_runs(self):
         done = self.run_steps("prewarm", "grids")
