@@ -47,12 +47,20 @@ two=1-128:32x8x2,129-1023:wg:5x2,1024-8192:wg:5x2"
 # four ways) against eight ways, the tile before v29.
 narrow_decode_tables="default=
 eight=1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10"
+# The two decode rows still above half the staged time (H = 16, V = 256, M = 16 and 32, bf16
+# out; bench/NOTES.md v29): the built-in choice (64x4x1, the 32x4x2 ring past 16) against a
+# narrower and a deeper decode tile and against the 32x4x3 ring at decode with the stationary
+# kernel past 16.
+wide_decode_tables="default=
+t32x4=1-16:32x4x1,17-32:ring:32x4x2,33-8192:wg:10
+t64x8=1-16:64x8x1,17-32:ring:32x4x2,33-8192:wg:10
+ring3=1-16:ring:32x4x3,17-32:wg:10,33-8192:wg:10"
 grid_m=1,4,16,32,64,256,1024,4096,8192
 heads=8,16,32,64,128
 
 # Every step, in order; all but the last run when none is named.
 known=(check prewarm grid-pdl m32 past-tiled past-stationary grid decode-wg teams fp8-decode fp8-teams narrow-decode
-  variants)
+  wide-decode variants)
 steps=("${known[@]:0:${#known[@]}-1}")
 if [ "${1:-}" = --list ]; then
   printf '%s\n' "${known[@]}"
@@ -92,7 +100,7 @@ run_step() {
       for schedule in tiled stationary; do SPARK_OPROJ_SCHEDULE=$schedule "$prewarm" "${args[@]}" || return 1; done
       while IFS= read -r line; do
         [ "${line%%=*}" = default ] || SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
-      done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables"$'\n'"$fp8_decode_tables"$'\n'"$fp8_teams_tables"$'\n'"$narrow_decode_tables" ;;
+      done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables"$'\n'"$fp8_decode_tables"$'\n'"$fp8_teams_tables"$'\n'"$narrow_decode_tables"$'\n'"$wide_decode_tables" ;;
     grid-pdl)  # the op's grid on the default schedule, PDL on
       "$bench" --op oproj --pdl --heads $heads --m $grid_m --json "$out/grid-pdl.json" ;;
     m32)  # M = 32: auto against each schedule alone, PDL on
@@ -127,6 +135,10 @@ run_step() {
       mkdir -p "$out/narrow-decode" &&
         SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$narrow_decode_tables bench/sweep.sh "$bench" "$out/narrow-decode" \
           --op oproj --pdl --heads 8,16 --m 1,4,16,32 --weights bf16 ;;
+    wide-decode)  # decode at 16 heads, V = 256, bf16 weights: the tiles and rings that might take M = 16-32 below half the staged time, PDL on
+      mkdir -p "$out/wide-decode" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$wide_decode_tables bench/sweep.sh "$bench" "$out/wide-decode" \
+          --op oproj --pdl --heads 16 --v-head-dim 256 --m 1,4,16,32 --weights bf16 ;;
     variants)  # each prepared variant against this build's tools, same rows, PDL on
       local vh=${VARIANT_HEADS:-8,16,32,128} vm=${VARIANT_M:-1,16,256,1024,4096} vw=${VARIANT_WEIGHTS:-bf16,mxfp8}
       local max_m entry name dir

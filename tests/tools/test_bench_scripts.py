@@ -152,8 +152,10 @@ class RunOproj(unittest.TestCase):
         self.assertIn("SCHEDULE=stationary", prewarm)
         self.assertIn("TILES=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
         # auto, tiled, stationary, the four M = 32 tables, the decode one, the two teams ones,
-        # the two FP8 decode ones, the two FP8 teams ones and the narrow decode one
-        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2 + 1)
+        # the two FP8 decode ones, the two FP8 teams ones, the narrow decode one and the three
+        # wide decode ones
+        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2 + 1 + 3)
+        self.assertIn("TILES=1-16:ring:32x4x3,17-32:wg:10,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:128x4x1,17-8192:wg:10", prewarm)
         self.assertIn("TILES=1-128:32x8x2,129-1023:wg:5x2,1024-8192:wg:5x2", prewarm)
@@ -199,6 +201,15 @@ class RunOproj(unittest.TestCase):
         self.assertIn("== eight 1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", sweep)
         with open(os.path.join(self.out, "narrow-decode", "sweep-default.log")) as f:
             self.assertIn("--pdl --heads 8,16 --m 1,4,16,32 --weights bf16", f.read())
+
+    def test_the_wide_decode_sweep(self):
+        done = self.run_steps("wide-decode")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        sweep = self.log("wide-decode")
+        self.assertEqual(sweep.count("rc=0"), 4)
+        self.assertIn("== t64x8 1-16:64x8x1,17-32:ring:32x4x2,33-8192:wg:10", sweep)
+        with open(os.path.join(self.out, "wide-decode", "sweep-default.log")) as f:
+            self.assertIn("--pdl --heads 16 --v-head-dim 256 --m 1,4,16,32 --weights bf16", f.read())
 
     def test_an_unknown_step_is_refused_before_anything_runs(self):
         done = self.run_steps("prewarm", "grids")
