@@ -136,6 +136,15 @@ class RunOproj(unittest.TestCase):
         with open(os.path.join(self.out, step + ".log")) as f:
             return f.read()
 
+    # A sweep step's checks: every table ran, `table` was announced, and the run of table
+    # `name` was given `flags`.
+    def check_sweep(self, step, tables, table, name, flags):
+        sweep = self.log(step)
+        self.assertEqual(sweep.count("rc=0"), tables)
+        self.assertIn("== " + table, sweep)
+        with open(os.path.join(self.out, step, "sweep-" + name + ".log")) as f:
+            self.assertIn(flags, f.read())
+
     def test_steps_run_in_the_order_given_with_their_tilings(self):
         done = self.run_steps("past-tiled", "grid-pdl", "prewarm", "m32", hook="echo hooked")
         self.assertEqual(done.returncode, 0, done.stderr)
@@ -181,35 +190,19 @@ class RunOproj(unittest.TestCase):
     def test_the_fp8_decode_and_fp8_teams_sweeps(self):
         done = self.run_steps("fp8-decode", "fp8-teams")
         self.assertEqual(done.returncode, 0, done.stderr)
-        decode = self.log("fp8-decode")
-        self.assertEqual(decode.count("rc=0"), 3)
-        self.assertIn("== ksplit8 1-16:64x8x1,17-8192:wg:10", decode)
-        with open(os.path.join(self.out, "fp8-decode", "sweep-bn128.log")) as f:
-            self.assertIn("--pdl --heads 64,128 --m 1,4,16 --weights mxfp8,fp8-block", f.read())
-        teams = self.log("fp8-teams")
-        self.assertEqual(teams.count("rc=0"), 2)
-        self.assertIn("== one 1-128:32x8x2,129-1023:wg:10,1024-8192:wg:5x2", teams)
-        with open(os.path.join(self.out, "fp8-teams", "sweep-two.log")) as f:
-            self.assertIn("--heads 8,16 --m 256,512,1023 --weights mxfp8,fp8-block", f.read())
+        self.check_sweep("fp8-decode", 3, "ksplit8 1-16:64x8x1,17-8192:wg:10", "bn128",
+                         "--pdl --heads 64,128 --m 1,4,16 --weights mxfp8,fp8-block")
+        self.check_sweep("fp8-teams", 2, "one 1-128:32x8x2,129-1023:wg:10,1024-8192:wg:5x2", "two",
+                         "--heads 8,16 --m 256,512,1023 --weights mxfp8,fp8-block")
         self.assertTrue(os.path.exists(os.path.join(self.out, "fp8-teams", "sweep-two.json")))
 
-    def test_the_narrow_decode_sweep(self):
-        done = self.run_steps("narrow-decode")
+    def test_the_narrow_and_wide_decode_sweeps(self):
+        done = self.run_steps("narrow-decode", "wide-decode")
         self.assertEqual(done.returncode, 0, done.stderr)
-        sweep = self.log("narrow-decode")
-        self.assertEqual(sweep.count("rc=0"), 2)
-        self.assertIn("== eight 1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", sweep)
-        with open(os.path.join(self.out, "narrow-decode", "sweep-default.log")) as f:
-            self.assertIn("--pdl --heads 8,16 --m 1,4,16,32 --weights bf16", f.read())
-
-    def test_the_wide_decode_sweep(self):
-        done = self.run_steps("wide-decode")
-        self.assertEqual(done.returncode, 0, done.stderr)
-        sweep = self.log("wide-decode")
-        self.assertEqual(sweep.count("rc=0"), 4)
-        self.assertIn("== t64x8 1-16:64x8x1,17-32:ring:32x4x2,33-8192:wg:10", sweep)
-        with open(os.path.join(self.out, "wide-decode", "sweep-default.log")) as f:
-            self.assertIn("--pdl --heads 16 --v-head-dim 256 --m 1,4,16,32 --weights bf16", f.read())
+        self.check_sweep("narrow-decode", 2, "eight 1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", "default",
+                         "--pdl --heads 8,16 --m 1,4,16,32 --weights bf16")
+        self.check_sweep("wide-decode", 4, "t64x8 1-16:64x8x1,17-32:ring:32x4x2,33-8192:wg:10", "default",
+                         "--pdl --heads 16 --v-head-dim 256 --m 1,4,16,32 --weights bf16")
 
     def test_an_unknown_step_is_refused_before_anything_runs(self):
         done = self.run_steps("prewarm", "grids")
