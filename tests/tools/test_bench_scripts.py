@@ -216,14 +216,15 @@ class RunOproj(unittest.TestCase):
         self.assertEqual(done.stdout.split()[:3], ["check", "prewarm", "grid-pdl"])
         self.assertEqual(done.stdout.split()[-1], "variants")
 
-    def variant_tools(self, name, spark_us):
-        # A spark-bench writing one oproj row of the given time, and a spark-prewarm that logs.
+    def variant_tools(self, name, spark_us, rc=0):
+        # A spark-bench writing one oproj row of the given time (then exiting with rc, as one
+        # whose rows' checks failed does), and a spark-prewarm that logs.
         tools = os.path.join(self.dir.name, name)
         os.makedirs(tools, exist_ok=True)
         row = orow(128, 256, 4096, spark_us)
         bench = ("#!/bin/sh\necho \"$(basename \"$0\") $*\"\n"
-                 "while [ $# -gt 0 ]; do [ \"$1\" = --json ] && echo '%s' > \"$2\"; shift; done\n"
-                 % json.dumps(header([row])))
+                 "while [ $# -gt 0 ]; do [ \"$1\" = --json ] && echo '%s' > \"$2\"; shift; done\nexit %d\n"
+                 % (json.dumps(header([row])), rc))
         for tool, text in (("spark-bench", bench), ("spark-prewarm", STAND_IN)):
             with open(os.path.join(tools, tool), "w") as f:
                 f.write(text)
@@ -245,6 +246,23 @@ class RunOproj(unittest.TestCase):
         with open(os.path.join(self.out, "variants", "fast.log")) as f:
             self.assertIn("--pdl --heads 128 --m 16,4096,256 --weights bf16,mxfp8", f.read())
         self.assertTrue(os.path.exists(os.path.join(self.out, "variants", "compare-fast.txt")))
+
+    def test_a_variant_failing_its_checks_is_timed_and_a_failing_base_ends_the_step(self):
+        self.variant_tools("build/tools", 300.0)
+        wrong = self.variant_tools("wrong", 200.0, rc=1)
+        env = dict(os.environ, BUILD_DIR=os.path.join(self.dir.name, "build"), VARIANTS=f"wrong={wrong}",
+                   VARIANT_HEADS="128", VARIANT_M="4096")
+        done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), self.out, "variants"],
+                              capture_output=True, text=True, env=env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertRegex(done.stdout, r"variants +rc +0 ")
+        self.assertIn("wrong: spark-bench failed (its rows' checks", self.log("variants"))
+        self.assertIn("wrong: oproj: 1 rows: median 0.6667", done.stdout)
+        self.variant_tools("build/tools", 300.0, rc=1)
+        done = subprocess.run(["bash", os.path.join(BENCH, "run-oproj.sh"), self.out + "2", "variants"],
+                              capture_output=True, text=True, env=env)
+        self.assertRegex(done.stdout, r"variants +rc +1 ")
+        self.assertFalse(os.path.exists(os.path.join(self.out + "2", "variants", "wrong.json")))
 
     def test_variants_is_not_a_default_step_and_needs_its_tools(self):
         done = self.run_steps()
