@@ -939,7 +939,8 @@ void run_mx_identity(int H, int V, bool with_nans, bool low_bytes = false) {
   });
   std::printf("  mxfp8 identity H=%-3d V=%d%s: %zu elements bitwise (%zu subnormal refs), %zu +-0 accepted, "
               "%zu mismatches, %zu NaN elements\n",
-              H, V, with_nans ? " +NaN" : low_bytes ? " bytes<=134" : "", r.checked, r.subnormal_refs, r.zero_sign, r.mismatches, r.nan_expected);
+              H, V, with_nans ? " +NaN" : low_bytes ? " bytes<=134" : "", r.checked, r.subnormal_refs, r.zero_sign,
+              r.mismatches, r.nan_expected);
   std::fflush(stdout);
   CHECK_MESSAGE(r.mismatches == 0,
                 r.mismatches << " elements are not bitwise RN_bf16(e4m3 value x 2^(byte - 127))" << r.examples);
