@@ -1,18 +1,23 @@
 // Where the period of a PDL chain goes when each layer's kernel must fetch its FP8 weights
 // (the value up-projection's decode: H = 128, V = 128 or 256, L = 512, M = 1).  A stand-in
-// kernel with the decode tile's shape — a CTA per (head, BN-column block) copies its BN x L
-// weight bytes into shared memory (16-byte cp.async) before the PDL wait, then reads o, forms
-// one dot product per column and stores the row — stamps %globaltimer in every CTA at entry,
-// after the wait, when its weights have landed and at exit.  Per layer: first entry S, first
-// release R (past the wait), last landing D, last exit E.  Printed medians over the middle
-// layers of the last replay: the period E(l) - E(l-1); launch = S(l) - R(l-1) (how long after
-// the previous layer's release this one's first CTA runs); fetch = D(l) - S(l); release =
-// R(l) - E(l-1) (the chain's completion-to-release gap); tail = E(l) - max(R(l), D(l));
-// early = the share of the layer's fetch time before the previous layer's exit; o/cta = a
-// CTA's time from its release to its dot products (its o loads' round trip), averaged.
+// kernel with the decode tile's shape and residency (256 threads, four CTAs an SM) — a CTA per
+// (head, BN-column block) copies its BN x L weight bytes into shared memory (16-byte cp.async,
+// swizzled so that its reads are free of bank conflicts) before the PDL wait, then reads o,
+// forms one dot product per column and stores the row — stamps %globaltimer in every CTA at
+// entry, past the wait, when its weights are there (and, but for the trigger on landing, the
+// wait is over), after its dot products and at exit, and notes its SM.  Per layer: first
+// entry S, first release R (past the wait), last "ready" D, last exit E.  Printed medians over
+// the middle layers of the last replay: launch = S(l) - R(l-1) (how long after the previous
+// layer's first release this one's first CTA runs); ready = D(l) - S(l); release = R(l) -
+// E(l-1) (the chain's completion-to-release gap); unhidden = D(l) - R(l) (how long past its
+// release the layer still waits for weights: the fetch not hidden; negative with the trigger
+// on landing, whose weights land before the wait); tail = E(l) - max(R(l), D(l)); o/cta = a
+// CTA's time from having both its release and its weights to the end of its dot products
+// (its o loads' round trip and the products), averaged over the CTAs; CTA/SM
+// = the most CTAs of the layer on one SM; period = E(l) - E(l-1).
 // The trigger (griddepcontrol.launch_dependents) is placed: after the wait (spark's place),
-// first, once the CTA's own weights have landed, after its o loads were used, or nowhere (the
-// CTA's exit); and the fetch can be left out.
+// first, once the CTA's own weights have landed (waited for before the PDL wait), after its
+// dot products, or nowhere (the CTA's exit); and the fetch can be left out.
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++17 -arch=sm_90a pdl_timeline.cu -o pdl_timeline && ./pdl_timeline
 #include <algorithm>
@@ -32,7 +37,7 @@
     }                                                                                         \
   } while (0)
 
-constexpr int kL = 512, kStamps = 5;
+constexpr int kL = 512, kStamps = 6;
 enum Trigger { kAfterWait = 0, kFirst = 1, kLanded = 2, kAfterO = 3, kAtExit = 4 };
 
 struct Args {
@@ -50,46 +55,68 @@ __device__ __forceinline__ unsigned long long now() {
 }
 __device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
-__global__ void __launch_bounds__(256) link(Args a) {
+__device__ __forceinline__ unsigned smid() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+// Four CTAs an SM (64 registers a thread), as the real tile at 128 heads.
+__global__ void __launch_bounds__(256, 4) link(Args a) {
   extern __shared__ __align__(16) uint8_t smem[];
   float* partial = reinterpret_cast<float*>(smem + a.bn * kL);
   const unsigned long long t_entry = now();
   if (a.trigger == kFirst) launch_dependents();
   const int blocks_n = a.v / a.bn, h = blockIdx.x / blocks_n, n0 = blockIdx.x % blocks_n * a.bn;
   const uint8_t* src = a.w + (static_cast<size_t>(h) * a.v + n0) * kL;  // BN whole rows: contiguous
+  // Row r's 16-byte piece q sits at slot q ^ (r & 7) of the row, so that the eight lanes
+  // reading one piece of eight consecutive rows cover all banks.
   const int vecs = a.bn * kL / 16;
   if (a.fetch)
     for (int i = threadIdx.x; i < vecs; i += blockDim.x) {
-      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem + 16 * i));
+      const int r = i / (kL / 16), q = i % (kL / 16);
+      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem + r * kL + 16 * (q ^ (r & 7))));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + 16 * i) : "memory");
     }
   asm volatile("cp.async.commit_group;" ::: "memory");
-  // The landing is waited for before the PDL wait so that it can be stamped on its own; the
-  // work after the wait needs the weights anyway.
-  asm volatile("cp.async.wait_all;" ::: "memory");
-  __syncthreads();
-  const unsigned long long t_landed = now();
-  if (a.trigger == kLanded) launch_dependents();
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  const unsigned long long t_release = now();
-  if (a.trigger == kAfterWait) launch_dependents();
-  // One dot product per column: thread (segment s, column c) over its span of L, with four
-  // 16-byte o loads requested together (they depend on the previous layer, as the real
-  // tile's four a lane are) and used in turn along the span.
-  const int c = threadIdx.x % a.bn, s = threadIdx.x / a.bn, span = kL / (blockDim.x / a.bn);
+  unsigned long long t_landed = 0, t_release = 0;
+  if (a.trigger == kLanded) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    t_landed = now();
+    launch_dependents();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    t_release = now();
+  } else {
+    // The real tile's order: the wait, the trigger, then the weights (so "landed" is when
+    // they are there and the wait is over).
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    t_release = now();
+    if (a.trigger == kAfterWait) launch_dependents();
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    t_landed = now();
+  }
+  // One dot product per column: thread (segment s, column c) over its span of L, 16 weights a
+  // step, with four 16-byte o loads requested together (as the real tile's four a lane) and
+  // used in turn along the span.  o is never written, so it stays in L2.
+  const int segments = blockDim.x / a.bn, span = kL / segments;
+  const int c = threadIdx.x % a.bn, s = threadIdx.x / a.bn;
   const uint16_t* o = a.o + static_cast<size_t>(h) * kL + s * span;
   uint4 ov[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) ov[k] = *reinterpret_cast<const uint4*>(o + 8 * k);
   float sum = 0.0f;
-  for (int k = 0; k < span / 8; k += 4)
+  for (int k = 0; k < span / 16; k += 2)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint2 wv = *reinterpret_cast<const uint2*>(smem + c * kL + s * span + 8 * (k + j));
-      const uint32_t ow[4] = {ov[j].x, ov[j].y, ov[j].z, ov[j].w};
-      const uint32_t ww[2] = {wv.x, wv.y};
+    for (int j = 0; j < 2; ++j) {
+      const int q = s * span / 16 + k + j;
+      const uint4 wv = *reinterpret_cast<const uint4*>(smem + c * kL + 16 * (q ^ (c & 7)));
+      const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w};
+      const uint32_t ow[8] = {ov[2 * j].x,     ov[2 * j].y,     ov[2 * j].z,     ov[2 * j].w,
+                              ov[2 * j + 1].x, ov[2 * j + 1].y, ov[2 * j + 1].z, ov[2 * j + 1].w};
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
+      for (int e = 0; e < 16; ++e) {
         const float of = __uint_as_float((ow[e / 2] >> (16 * (e % 2))) << 16);
         sum += of * static_cast<float>(static_cast<int8_t>(ww[e / 4] >> (8 * (e % 4))));
       }
@@ -100,13 +127,13 @@ __global__ void __launch_bounds__(256) link(Args a) {
   __syncthreads();
   if (threadIdx.x < a.bn) {
     float total = 0.0f;
-    for (int k = 0; k < 256 / a.bn; ++k) total += partial[k * a.bn + threadIdx.x];
+    for (int k = 0; k < segments; ++k) total += partial[k * a.bn + threadIdx.x];
     a.out[static_cast<size_t>(h) * a.v + n0 + threadIdx.x] = static_cast<uint16_t>(__float_as_uint(total) >> 16);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     unsigned long long* st = a.stamps + static_cast<size_t>(blockIdx.x) * kStamps;
-    st[0] = t_entry, st[1] = t_release, st[2] = t_landed, st[3] = now(), st[4] = t_o;
+    st[0] = t_entry, st[1] = t_release, st[2] = t_landed, st[3] = now(), st[4] = t_o, st[5] = smid();
   }
 }
 
@@ -150,8 +177,10 @@ int main() {
   CHECK_CUDA(cudaFree(cdst));
   std::printf("%s, %d SMs, L2 %d MB; copy ceiling %.2f TB/s; H = %d, L = %d, M = 1, FP8 weights\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, ceiling / 1e12, heads, kL);
-  std::printf("  V   BN thr CTAs trigger   fetch PDL  us/layer floor  x floor | launch  fetch release  tail "
-              "early   o/cta | (us, medians over layers)\n");
+  std::printf("64 layers or more a graph, median of 25 replays; after |: us (CTA/SM a count), medians over the "
+              "middle layers of the last replay\n");
+  std::printf("  V   BN thr CTAs trigger    fetch PDL  us/layer floor x floor | launch  ready release unhidden  tail  "
+              "o/cta CTA/SM  period\n");
 
   static const char* trigger_names[] = {"after-wait", "first", "landed", "after-o", "at-exit"};
   std::vector<Config> configs;
@@ -208,34 +237,41 @@ int main() {
     }
     std::vector<unsigned long long> st(size_t(layers) * ctas * kStamps);
     CHECK_CUDA(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
-    std::vector<double> S(layers), R(layers), D(layers), E(layers), O(layers);
+    // Times relative to the earliest stamp, in integers first: nanoseconds since the epoch do
+    // not survive a conversion to double at this resolution.
+    unsigned long long base = ~0ull;
+    for (size_t i = 0; i < st.size(); i += kStamps) base = std::min(base, st[i]);
+    const auto us_of = [base](unsigned long long t) { return double(t - base) * 1e-3; };
+    std::vector<double> S(layers), R(layers), D(layers), E(layers), O(layers), P(layers);
     for (int l = 0; l < layers; ++l) {
-      unsigned long long s = ~0ull, r = ~0ull, d = 0, e = 0;
-      double o_sum = 0;
+      unsigned long long s = ~0ull, r = ~0ull, d = 0, e = 0, o_sum = 0;
+      std::vector<int> per_sm(prop.multiProcessorCount, 0);
       for (int c = 0; c < ctas; ++c) {
         const unsigned long long* x = &st[(size_t(l) * ctas + c) * kStamps];
         s = std::min(s, x[0]), r = std::min(r, x[1]), d = std::max(d, x[2]), e = std::max(e, x[3]);
-        o_sum += double(x[4] - x[1]);
+        o_sum += x[4] - std::max(x[1], x[2]);  // stamps of one thread, in order
+        if (x[5] < per_sm.size()) ++per_sm[x[5]];
       }
-      S[l] = s * 1e-3, R[l] = r * 1e-3, D[l] = d * 1e-3, E[l] = e * 1e-3, O[l] = o_sum / ctas * 1e-3;
+      S[l] = us_of(s), R[l] = us_of(r), D[l] = us_of(d), E[l] = us_of(e);
+      O[l] = double(o_sum) / ctas * 1e-3, P[l] = *std::max_element(per_sm.begin(), per_sm.end());
     }
-    std::vector<double> period, launch, fetch, release, tail, early, o_time;
+    std::vector<double> period, launch, ready, release, unhidden, tail, o_time, per_sm_max;
     for (int l = 4; l < layers - 4; ++l) {
-      o_time.push_back(O[l]);
       period.push_back(E[l] - E[l - 1]);
       launch.push_back(S[l] - R[l - 1]);
-      fetch.push_back(D[l] - S[l]);
+      ready.push_back(D[l] - S[l]);
       release.push_back(R[l] - E[l - 1]);
+      unhidden.push_back(D[l] - R[l]);
       tail.push_back(E[l] - std::max(R[l], D[l]));
-      early.push_back(D[l] > S[l] ? std::clamp((E[l - 1] - S[l]) / (D[l] - S[l]), 0.0, 1.0) : 0.0);
+      o_time.push_back(O[l]);
+      per_sm_max.push_back(P[l]);
     }
     const double bytes = double(w_bytes) + heads * kL * 2.0 + heads * cf.v * 2.0;
     const double floor_us = bytes / ceiling * 1e6, us = median(per_layer);
-    std::printf("%3d  %3d %3d %4d %-10s %5s %3s  %8.2f %5.2f  %7.2f | %6.2f %6.2f %7.2f %5.2f %5.2f %5.2f  (%d "
-                "layers, period %.2f)\n",
+    std::printf("%3d %4d %3d %4d %-10s %5s %3s %9.2f %5.2f %7.2f | %6.2f %6.2f %7.2f %8.2f %5.2f %6.2f %6.0f %7.2f\n",
                 cf.v, cf.bn, cf.threads, ctas, trigger_names[cf.trigger], cf.fetch ? "yes" : "no",
-                cf.pdl ? "on" : "off", us, floor_us, us / floor_us, median(launch), median(fetch), median(release),
-                median(tail), median(early), median(o_time), layers, median(period));
+                cf.pdl ? "on" : "off", us, floor_us, us / floor_us, median(launch), median(ready), median(release),
+                median(unhidden), median(tail), median(o_time), median(per_sm_max), median(period));
     CHECK_CUDA(cudaGraphExecDestroy(ge));
     CHECK_CUDA(cudaGraphDestroy(g));
     CHECK_CUDA(cudaFree(w));
