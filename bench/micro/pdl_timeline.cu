@@ -18,26 +18,13 @@
 // The trigger (griddepcontrol.launch_dependents) is placed: after the wait (spark's place),
 // first, once the CTA's own weights have landed (waited for before the PDL wait), after its
 // dot products, or nowhere (the CTA's exit); and the fetch can be left out.
-// Build and run on the GPU machine:
+// Build and run on the GPU machine (chain.cuh beside it):
 //   nvcc -O3 -std=c++17 -arch=sm_90a pdl_timeline.cu -o pdl_timeline && ./pdl_timeline
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#include <cuda_runtime.h>
+#include "chain.cuh"
 
-#define CHECK_CUDA(x)                                                                         \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
-constexpr int kL = 512, kStamps = 6;
+constexpr int kL = 512, kStamps = 6, kThreads = 256;
 enum Trigger { kAfterWait = 0, kFirst = 1, kLanded = 2, kAfterO = 3, kAtExit = 4 };
 
 struct Args {
@@ -62,7 +49,7 @@ __device__ __forceinline__ unsigned smid() {
 }
 
 // Four CTAs an SM (64 registers a thread), as the real tile at 128 heads.
-__global__ void __launch_bounds__(256, 4) link(Args a) {
+__global__ void __launch_bounds__(kThreads, 4) link(Args a) {
   extern __shared__ __align__(16) uint8_t smem[];
   float* partial = reinterpret_cast<float*>(smem + a.bn * kL);
   const unsigned long long t_entry = now();
@@ -138,7 +125,7 @@ __global__ void __launch_bounds__(256, 4) link(Args a) {
 }
 
 struct Config {
-  int v, bn, threads, trigger, fetch, pdl;
+  int v, bn, trigger, fetch, pdl;
 };
 
 double median(std::vector<double> x) {
@@ -154,27 +141,7 @@ int main() {
   CHECK_CUDA(cudaFuncSetAttribute(link, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024));
   const int heads = 128;
 
-  // The copy ceiling as spark-bench measures it (bytes read + written by a device copy).
-  const size_t copy_bytes = size_t(1) << 29;
-  void *csrc = nullptr, *cdst = nullptr;
-  CHECK_CUDA(cudaMalloc(&csrc, copy_bytes));
-  CHECK_CUDA(cudaMalloc(&cdst, copy_bytes));
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<double> copy_us;
-  for (int rep = 0; rep < 23; ++rep) {
-    CHECK_CUDA(cudaEventRecord(e0, stream));
-    CHECK_CUDA(cudaMemcpyAsync(cdst, csrc, copy_bytes, cudaMemcpyDeviceToDevice, stream));
-    CHECK_CUDA(cudaEventRecord(e1, stream));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    if (rep >= 3) copy_us.push_back(ms * 1e3);
-  }
-  const double ceiling = 2.0 * copy_bytes / (median(copy_us) * 1e-6);  // bytes per second
-  CHECK_CUDA(cudaFree(csrc));
-  CHECK_CUDA(cudaFree(cdst));
+  const double ceiling = copy_ceiling_tbps(stream) * 1e12;  // bytes per second
   std::printf("%s, %d SMs, L2 %d MB; copy ceiling %.2f TB/s; H = %d, L = %d, M = 1, FP8 weights\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, ceiling / 1e12, heads, kL);
   std::printf("64 layers or more a graph, median of 25 replays; after |: us (CTA/SM a count), medians over the "
@@ -187,8 +154,8 @@ int main() {
   for (int v : {128, 256})
     for (int bn : {64, 128})
       for (int trigger : {kAfterWait, kFirst, kLanded, kAfterO, kAtExit})
-        for (int fetch : {1, 0}) configs.push_back({v, bn, 256, trigger, fetch, 1});
-  for (int v : {128, 256}) configs.push_back({v, 64, 256, kAfterWait, 1, 0});
+        for (int fetch : {1, 0}) configs.push_back({v, bn, trigger, fetch, 1});
+  for (int v : {128, 256}) configs.push_back({v, 64, kAfterWait, 1, 0});
 
   for (const Config& cf : configs) {
     const size_t w_bytes = size_t(heads) * cf.v * kL;
@@ -203,38 +170,13 @@ int main() {
     CHECK_CUDA(cudaMalloc(&stamps, size_t(layers) * ctas * kStamps * 8));
     CHECK_CUDA(cudaMemset(w, 0x11, w_bytes * layers));
     CHECK_CUDA(cudaMemset(o, 0x3c, size_t(heads) * kL * 2));
-    const size_t smem = size_t(cf.bn) * kL + size_t(cf.threads) * 4;
+    const size_t smem = size_t(cf.bn) * kL + size_t(kThreads) * 4;
 
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int l = 0; l < layers; ++l) {
-      cudaLaunchConfig_t lc{};
-      lc.gridDim = dim3(ctas);
-      lc.blockDim = dim3(cf.threads);
-      lc.dynamicSmemBytes = smem;
-      lc.stream = stream;
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr.val.programmaticStreamSerializationAllowed = 1;
-      lc.attrs = &attr;
-      lc.numAttrs = cf.pdl ? 1 : 0;
+    const double us = per_layer_us(stream, layers, [&](int l) {
       const Args a{w + w_bytes * l, o, out + size_t(heads) * cf.v * l, stamps + size_t(l) * ctas * kStamps,
                    cf.v, cf.bn, cf.trigger, cf.fetch};
-      CHECK_CUDA(cudaLaunchKernelEx(&lc, link, a));
-    }
-    CHECK_CUDA(cudaStreamEndCapture(stream, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-    std::vector<double> per_layer;
-    for (int rep = 0; rep < 28; ++rep) {
-      CHECK_CUDA(cudaEventRecord(e0, stream));
-      CHECK_CUDA(cudaGraphLaunch(ge, stream));
-      CHECK_CUDA(cudaEventRecord(e1, stream));
-      CHECK_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      if (rep >= 3) per_layer.push_back(ms * 1e3 / layers);
-    }
+      launch(cf.pdl != 0, ctas, kThreads, smem, stream, link, a);
+    });
     std::vector<unsigned long long> st(size_t(layers) * ctas * kStamps);
     CHECK_CUDA(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
     // Times relative to the earliest stamp, in integers first: nanoseconds since the epoch do
@@ -267,13 +209,11 @@ int main() {
       per_sm_max.push_back(P[l]);
     }
     const double bytes = double(w_bytes) + heads * kL * 2.0 + heads * cf.v * 2.0;
-    const double floor_us = bytes / ceiling * 1e6, us = median(per_layer);
+    const double floor_us = bytes / ceiling * 1e6;
     std::printf("%3d %4d %3d %4d %-10s %5s %3s %9.2f %5.2f %7.2f | %6.2f %6.2f %7.2f %8.2f %5.2f %6.2f %6.0f %7.2f\n",
-                cf.v, cf.bn, cf.threads, ctas, trigger_names[cf.trigger], cf.fetch ? "yes" : "no",
+                cf.v, cf.bn, kThreads, ctas, trigger_names[cf.trigger], cf.fetch ? "yes" : "no",
                 cf.pdl ? "on" : "off", us, floor_us, us / floor_us, median(launch), median(ready), median(release),
                 median(unhidden), median(tail), median(o_time), median(per_sm_max), median(period));
-    CHECK_CUDA(cudaGraphExecDestroy(ge));
-    CHECK_CUDA(cudaGraphDestroy(g));
     CHECK_CUDA(cudaFree(w));
     CHECK_CUDA(cudaFree(o));
     CHECK_CUDA(cudaFree(out));

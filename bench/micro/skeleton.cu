@@ -7,23 +7,11 @@
 // replay over enough layers that the weights are >= 4x the L2, median of 25 replays; PDL on
 // and off; 32-, 64- and 128-column blocks.  A shape's spark time minus this skeleton's is what
 // the tiles' MMAs and epilogue cost on top of the launch chain and the bytes.
-// Build and run on the GPU machine: nvcc -O3 -std=c++17 -arch=sm_90a skeleton.cu -o skeleton && ./skeleton
-#include <algorithm>
+// Build and run on the GPU machine (chain.cuh beside it):
+//   nvcc -O3 -std=c++17 -arch=sm_90a skeleton.cu -o skeleton && ./skeleton
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#include <cuda_runtime.h>
-
-#define CHECK_CUDA(x)                                                                         \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "chain.cuh"
 
 constexpr int kThreads = 256, kN = 512, kR = 64;
 
@@ -84,51 +72,6 @@ __global__ void __launch_bounds__(kThreads) empty_link(uint32_t* out) {
   out[blockIdx.x * kThreads + threadIdx.x] = threadIdx.x;
 }
 
-template <class Kernel, class... P>
-void launch(bool pdl, int grid, size_t smem, cudaStream_t s, Kernel k, P... p) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CHECK_CUDA(cudaLaunchKernelEx(&cfg, k, p...));
-}
-
-// µs per layer: a graph of `layers` launches (enqueue(l) each), median of 25 replays after 3.
-template <class Enqueue>
-double per_layer_us(cudaStream_t s, int layers, Enqueue enqueue) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int l = 0; l < layers; ++l) enqueue(l);
-  CHECK_CUDA(cudaStreamEndCapture(s, &g));
-  CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int rep = 0; rep < 28; ++rep) {
-    CHECK_CUDA(cudaEventRecord(e0, s));
-    CHECK_CUDA(cudaGraphLaunch(ge, s));
-    CHECK_CUDA(cudaEventRecord(e1, s));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    if (rep >= 3) ms.push_back(t);
-  }
-  CHECK_CUDA(cudaEventDestroy(e0));
-  CHECK_CUDA(cudaEventDestroy(e1));
-  CHECK_CUDA(cudaGraphExecDestroy(ge));
-  CHECK_CUDA(cudaGraphDestroy(g));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3 / layers;
-}
-
 int main() {
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -138,30 +81,7 @@ int main() {
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CHECK_CUDA(cudaFuncSetAttribute(skeleton, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
 
-  // The copy ceiling as spark-bench measures it: cudaMemcpy device to device, bytes read + written.
-  const size_t copy_bytes = size_t(1) << 29;
-  void *src = nullptr, *dst = nullptr;
-  CHECK_CUDA(cudaMalloc(&src, copy_bytes));
-  CHECK_CUDA(cudaMalloc(&dst, copy_bytes));
-  // Outside a graph: captured, the copy would become a node run by the copy engines.
-  std::vector<float> copy_ms;
-  cudaEvent_t c0, c1;
-  CHECK_CUDA(cudaEventCreate(&c0));
-  CHECK_CUDA(cudaEventCreate(&c1));
-  for (int rep = 0; rep < 28; ++rep) {
-    CHECK_CUDA(cudaEventRecord(c0, s));
-    CHECK_CUDA(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s));
-    CHECK_CUDA(cudaEventRecord(c1, s));
-    CHECK_CUDA(cudaEventSynchronize(c1));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, c0, c1));
-    if (rep >= 3) copy_ms.push_back(t);
-  }
-  std::sort(copy_ms.begin(), copy_ms.end());
-  const double copy_us = copy_ms[copy_ms.size() / 2] * 1e3;
-  const double ceiling_tbps = 2.0 * copy_bytes / (copy_us * 1e-6) / 1e12;
-  CHECK_CUDA(cudaFree(src));
-  CHECK_CUDA(cudaFree(dst));
+  const double ceiling_tbps = copy_ceiling_tbps(s);
 
   uint32_t* sink = nullptr;
   CHECK_CUDA(cudaMalloc(&sink, size_t(sms) * 4 * kThreads * 4));
@@ -171,8 +91,8 @@ int main() {
       prop.name, sms, ceiling_tbps);
   for (int per_sm : {1, 4}) {
     const int grid = sms * per_sm;
-    const double off = per_layer_us(s, 64, [&](int) { launch(false, grid, 0, s, empty_link, sink); });
-    const double on = per_layer_us(s, 64, [&](int) { launch(true, grid, 0, s, empty_link, sink); });
+    const double off = per_layer_us(s, 64, [&](int) { launch(false, grid, kThreads, 0, s, empty_link, sink); });
+    const double on = per_layer_us(s, 64, [&](int) { launch(true, grid, kThreads, 0, s, empty_link, sink); });
     std::printf("empty link, %4d CTAs: %.2f us PDL off, %.2f us PDL on\n", grid, off, on);
   }
 
@@ -199,7 +119,8 @@ int main() {
       const size_t smem = size_t(sh.k) * bn * 2;
       const auto enqueue = [&](bool pdl) {
         return [&, pdl](int l) {
-          launch(pdl, grid, smem, s, skeleton, Args{w + w_bytes / 2 * l, q, q_pe, out, sh.heads, sh.k, sh.m, bn});
+          launch(pdl, grid, kThreads, smem, s, skeleton,
+                 Args{w + w_bytes / 2 * l, q, q_pe, out, sh.heads, sh.k, sh.m, bn});
         };
       };
       const double off = per_layer_us(s, layers, enqueue(false));
