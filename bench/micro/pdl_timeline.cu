@@ -17,7 +17,11 @@
 // = the most CTAs of the layer on one SM; period = E(l) - E(l-1).
 // The trigger (griddepcontrol.launch_dependents) is placed: after the wait (spark's place),
 // first, once the CTA's own weights have landed (waited for before the PDL wait), after its
-// dot products, or nowhere (the CTA's exit); and the fetch can be left out.
+// dot products, or nowhere (the CTA's exit); and the fetch can be left out.  Column w: the
+// dot products in floats (f, issue-bound like a slow tile), as integer sums of the same
+// shared-memory reads (i, nearly free: what the chain costs with a fast tile), or in floats
+// over 1, 2 or 3 quarters of the span; sl: CTAs an SM allowed by padding shared memory (0: as
+// many as registers and the weights allow).
 // Build and run on the GPU machine (chain.cuh beside it):
 //   nvcc -O3 -std=c++17 -arch=sm_90a pdl_timeline.cu -o pdl_timeline && ./pdl_timeline
 #include <cstdint>
@@ -32,7 +36,7 @@ struct Args {
   const uint16_t* o;   // [H, L] bf16 (M = 1)
   uint16_t* out;       // [H * V]
   unsigned long long* stamps;  // [CTAs, kStamps] of this layer
-  int v, bn, trigger, fetch;
+  int v, bn, trigger, fetch, work;  // work: quarters of the span in float products, the rest integer sums
 };
 
 __device__ __forceinline__ unsigned long long now() {
@@ -102,10 +106,14 @@ __global__ void __launch_bounds__(kThreads, 4) link(Args a) {
       const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w};
       const uint32_t ow[8] = {ov[2 * j].x,     ov[2 * j].y,     ov[2 * j].z,     ov[2 * j].w,
                               ov[2 * j + 1].x, ov[2 * j + 1].y, ov[2 * j + 1].z, ov[2 * j + 1].w};
+      if (k < a.work * (span / 16) / 4) {
 #pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const float of = __uint_as_float((ow[e / 2] >> (16 * (e % 2))) << 16);
-        sum += of * static_cast<float>(static_cast<int8_t>(ww[e / 4] >> (8 * (e % 4))));
+        for (int e = 0; e < 16; ++e) {
+          const float of = __uint_as_float((ow[e / 2] >> (16 * (e % 2))) << 16);
+          sum += of * static_cast<float>(static_cast<int8_t>(ww[e / 4] >> (8 * (e % 4))));
+        }
+      } else {
+        sum += __uint_as_float(((ww[0] + ww[1]) ^ (ww[2] + ww[3]) ^ ow[0] ^ ow[7]) & 0x3fffffffu);
       }
     }
   const unsigned long long t_o = now();
@@ -125,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 4) link(Args a) {
 }
 
 struct Config {
-  int v, bn, trigger, fetch, pdl;
+  int v, bn, trigger, fetch, pdl, work, slots;  // slots: CTAs an SM forced by shared memory (0: as it comes)
 };
 
 double median(std::vector<double> x) {
@@ -146,16 +154,25 @@ int main() {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, ceiling / 1e12, heads, kL);
   std::printf("64 layers or more a graph, median of 25 replays; after |: us (CTA/SM a count), medians over the "
               "middle layers of the last replay\n");
-  std::printf("  V   BN thr CTAs trigger    fetch PDL  us/layer floor x floor | launch  ready release unhidden  tail  "
+  std::printf("w sl   V   BN thr CTAs trigger    fetch PDL  us/layer floor x floor | launch  ready release unhidden  tail  "
               "o/cta CTA/SM  period\n");
 
   static const char* trigger_names[] = {"after-wait", "first", "landed", "after-o", "at-exit"};
   std::vector<Config> configs;
-  for (int v : {128, 256})
-    for (int bn : {64, 128})
-      for (int trigger : {kAfterWait, kFirst, kLanded, kAfterO, kAtExit})
-        for (int fetch : {1, 0}) configs.push_back({v, bn, trigger, fetch, 1});
-  for (int v : {128, 256}) configs.push_back({v, 64, kAfterWait, 1, 0});
+  for (int work : {4, 0})
+    for (int slots : {0, 2})
+      for (int bn : {64, 128})
+        for (int trigger : {kAfterWait, kFirst, kLanded})
+          for (int fetch : {1, 0}) configs.push_back({128, bn, trigger, fetch, 1, work, slots});
+  for (int work : {4, 0})
+    for (int slots : {0})
+      for (int trigger : {kAfterWait, kFirst, kLanded})
+        for (int fetch : {1, 0}) configs.push_back({256, 128, trigger, fetch, 1, work, slots});
+  for (int work : {4, 0}) configs.push_back({128, 64, kAfterWait, 1, 0, work, 0});
+  // How short the post-wait path must be for the trigger first to pay: float products on part of the span.
+  for (int work : {1, 2, 3})
+    for (int trigger : {kAfterWait, kFirst})
+      for (int fetch : {1, 0}) configs.push_back({128, 64, trigger, fetch, 1, work, 0});
 
   for (const Config& cf : configs) {
     const size_t w_bytes = size_t(heads) * cf.v * kL;
@@ -170,11 +187,13 @@ int main() {
     CHECK_CUDA(cudaMalloc(&stamps, size_t(layers) * ctas * kStamps * 8));
     CHECK_CUDA(cudaMemset(w, 0x11, w_bytes * layers));
     CHECK_CUDA(cudaMemset(o, 0x3c, size_t(heads) * kL * 2));
-    const size_t smem = size_t(cf.bn) * kL + size_t(kThreads) * 4;
+    size_t smem = size_t(cf.bn) * kL + size_t(kThreads) * 4;
+    // More than a (slots + 1)-th of the SM's 228 KB (less 1 KB a CTA) leaves room for only `slots`.
+    if (cf.slots) smem = std::max(smem, size_t(228 * 1024 / (cf.slots + 1)));
 
     const double us = per_layer_us(stream, layers, [&](int l) {
       const Args a{w + w_bytes * l, o, out + size_t(heads) * cf.v * l, stamps + size_t(l) * ctas * kStamps,
-                   cf.v, cf.bn, cf.trigger, cf.fetch};
+                   cf.v, cf.bn, cf.trigger, cf.fetch, cf.work};
       launch(cf.pdl != 0, ctas, kThreads, smem, stream, link, a);
     });
     std::vector<unsigned long long> st(size_t(layers) * ctas * kStamps);
@@ -210,8 +229,8 @@ int main() {
     }
     const double bytes = double(w_bytes) + heads * kL * 2.0 + heads * cf.v * 2.0;
     const double floor_us = bytes / ceiling * 1e6;
-    std::printf("%3d %4d %3d %4d %-10s %5s %3s %9.2f %5.2f %7.2f | %6.2f %6.2f %7.2f %8.2f %5.2f %6.2f %6.0f %7.2f\n",
-                cf.v, cf.bn, kThreads, ctas, trigger_names[cf.trigger], cf.fetch ? "yes" : "no",
+    std::printf("%c %2d %3d %4d %3d %4d %-10s %5s %3s %9.2f %5.2f %7.2f | %6.2f %6.2f %7.2f %8.2f %5.2f %6.2f %6.0f %7.2f\n",
+                cf.work == 4 ? 'f' : cf.work == 0 ? 'i' : char('0' + cf.work), cf.slots, cf.v, cf.bn, kThreads, ctas, trigger_names[cf.trigger], cf.fetch ? "yes" : "no",
                 cf.pdl ? "on" : "off", us, floor_us, us / floor_us, median(launch), median(ready), median(release),
                 median(unhidden), median(tail), median(o_time), median(per_sm_max), median(period));
     CHECK_CUDA(cudaFree(w));
