@@ -1,11 +1,12 @@
 // Where the period of a PDL chain goes when each layer's kernel must fetch its FP8 weights
 // (the value up-projection's decode: H = 128, V = 128 or 256, L = 512, M = 1).  A stand-in
-// kernel with the decode tile's shape and residency (256 threads, four CTAs an SM) — a CTA per
-// (head, BN-column block) copies its BN x L weight bytes into shared memory (16-byte cp.async,
-// swizzled so that its reads are free of bank conflicts) before the PDL wait, then reads o,
-// forms one dot product per column and stores the row — stamps %globaltimer in every CTA at
-// entry, past the wait, when its weights are there (and, but for the trigger on landing, the
-// wait is over), after its dot products and at exit, and notes its SM.  Per layer: first
+// kernel with the decode tile's shape and residency (256 threads, four CTAs an SM at BN = 64)
+// — a CTA per (head, BN-column block) copies its BN x L weight bytes into shared memory
+// (16-byte cp.async, swizzled so that its reads are free of bank conflicts) before the PDL
+// wait, then reads o, forms one dot product per column and stores the row — stamps
+// %globaltimer in every CTA at entry, past the wait, when its weights are there (and, but for
+// the trigger on landing, the wait is over), after its dot products and at exit, and notes
+// its SM (timeline.h reads the stamps).  Per layer: first
 // entry S, first release R (past the wait), last "ready" D, last exit E.  Printed medians over
 // the middle layers of the last replay: launch = S(l) - R(l-1) (how long after the previous
 // layer's first release this one's first CTA runs); ready = D(l) - S(l); release = R(l) -
@@ -20,15 +21,16 @@
 // dot products, or nowhere (the CTA's exit); and the fetch can be left out.  Column w: the
 // dot products in floats (f, issue-bound like a slow tile), as integer sums of the same
 // shared-memory reads (i, nearly free: what the chain costs with a fast tile), or in floats
-// over 1, 2 or 3 quarters of the span; sl: CTAs an SM allowed by padding shared memory (0: as
+// over 1, 2 or 3 quarters of the span; sl: the most CTAs an SM, by padding shared memory (0: as
 // many as registers and the weights allow).
-// Build and run on the GPU machine (chain.cuh beside it):
+// Build and run on the GPU machine (chain.cuh and timeline.h beside it):
 //   nvcc -O3 -std=c++17 -arch=sm_90a pdl_timeline.cu -o pdl_timeline && ./pdl_timeline
 #include <cstdint>
 
 #include "chain.cuh"
+#include "timeline.h"
 
-constexpr int kL = 512, kStamps = 6, kThreads = 256;
+constexpr int kL = 512, kStamps = kTimelineStamps, kThreads = 256;
 enum Trigger { kAfterWait = 0, kFirst = 1, kLanded = 2, kAfterO = 3, kAtExit = 4 };
 
 struct Args {
@@ -136,10 +138,6 @@ struct Config {
   int v, bn, trigger, fetch, pdl, work, slots;  // slots: CTAs an SM forced by shared memory (0: as it comes)
 };
 
-double median(std::vector<double> x) {
-  std::sort(x.begin(), x.end());
-  return x.empty() ? 0.0 : x[x.size() / 2];
-}
 
 int main() {
   cudaDeviceProp prop{};
@@ -188,8 +186,10 @@ int main() {
     CHECK_CUDA(cudaMemset(w, 0x11, w_bytes * layers));
     CHECK_CUDA(cudaMemset(o, 0x3c, size_t(heads) * kL * 2));
     size_t smem = size_t(cf.bn) * kL + size_t(kThreads) * 4;
-    // More than a (slots + 1)-th of the SM's 228 KB (less 1 KB a CTA) leaves room for only `slots`.
-    if (cf.slots) smem = std::max(smem, size_t(228 * 1024 / (cf.slots + 1)));
+    // A (slots + 1)-th of the SM's shared memory, with the 1 KB the SM reserves for each CTA on
+    // top, leaves room for only `slots` of them.
+    if (cf.slots)
+      smem = std::max(smem, size_t(prop.sharedMemPerMultiprocessor) / (cf.slots + 1));
 
     const double us = per_layer_us(stream, layers, [&](int l) {
       const Args a{w + w_bytes * l, o, out + size_t(heads) * cf.v * l, stamps + size_t(l) * ctas * kStamps,
@@ -198,41 +198,14 @@ int main() {
     });
     std::vector<unsigned long long> st(size_t(layers) * ctas * kStamps);
     CHECK_CUDA(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
-    // Times relative to the earliest stamp, in integers first: nanoseconds since the epoch do
-    // not survive a conversion to double at this resolution.
-    unsigned long long base = ~0ull;
-    for (size_t i = 0; i < st.size(); i += kStamps) base = std::min(base, st[i]);
-    const auto us_of = [base](unsigned long long t) { return double(t - base) * 1e-3; };
-    std::vector<double> S(layers), R(layers), D(layers), E(layers), O(layers), P(layers);
-    for (int l = 0; l < layers; ++l) {
-      unsigned long long s = ~0ull, r = ~0ull, d = 0, e = 0, o_sum = 0;
-      std::vector<int> per_sm(prop.multiProcessorCount, 0);
-      for (int c = 0; c < ctas; ++c) {
-        const unsigned long long* x = &st[(size_t(l) * ctas + c) * kStamps];
-        s = std::min(s, x[0]), r = std::min(r, x[1]), d = std::max(d, x[2]), e = std::max(e, x[3]);
-        o_sum += x[4] - std::max(x[1], x[2]);  // stamps of one thread, in order
-        if (x[5] < per_sm.size()) ++per_sm[x[5]];
-      }
-      S[l] = us_of(s), R[l] = us_of(r), D[l] = us_of(d), E[l] = us_of(e);
-      O[l] = double(o_sum) / ctas * 1e-3, P[l] = *std::max_element(per_sm.begin(), per_sm.end());
-    }
-    std::vector<double> period, launch, ready, release, unhidden, tail, o_time, per_sm_max;
-    for (int l = 4; l < layers - 4; ++l) {
-      period.push_back(E[l] - E[l - 1]);
-      launch.push_back(S[l] - R[l - 1]);
-      ready.push_back(D[l] - S[l]);
-      release.push_back(R[l] - E[l - 1]);
-      unhidden.push_back(D[l] - R[l]);
-      tail.push_back(E[l] - std::max(R[l], D[l]));
-      o_time.push_back(O[l]);
-      per_sm_max.push_back(P[l]);
-    }
+    const TimelineRow t = read_timeline(st, layers, ctas, prop.multiProcessorCount);
     const double bytes = double(w_bytes) + heads * kL * 2.0 + heads * cf.v * 2.0;
     const double floor_us = bytes / ceiling * 1e6;
-    std::printf("%c %2d %3d %4d %3d %4d %-10s %5s %3s %9.2f %5.2f %7.2f | %6.2f %6.2f %7.2f %8.2f %5.2f %6.2f %6.0f %7.2f\n",
-                cf.work == 4 ? 'f' : cf.work == 0 ? 'i' : char('0' + cf.work), cf.slots, cf.v, cf.bn, kThreads, ctas, trigger_names[cf.trigger], cf.fetch ? "yes" : "no",
-                cf.pdl ? "on" : "off", us, floor_us, us / floor_us, median(launch), median(ready), median(release),
-                median(unhidden), median(tail), median(o_time), median(per_sm_max), median(period));
+    const char work = cf.work == 4 ? 'f' : cf.work == 0 ? 'i' : char('0' + cf.work);
+    std::printf("%c %2d %3d %4d %3d %4d %-10s %5s %3s %9.2f %5.2f %7.2f | ", work, cf.slots, cf.v, cf.bn, kThreads, ctas,
+                trigger_names[cf.trigger], cf.fetch ? "yes" : "no", cf.pdl ? "on" : "off", us, floor_us, us / floor_us);
+    std::printf("%6.2f %6.2f %7.2f %8.2f %5.2f %6.2f %6.0f %7.2f\n", t.launch, t.ready, t.release, t.unhidden, t.tail,
+                t.o_cta, t.cta_per_sm, t.period);
     CHECK_CUDA(cudaFree(w));
     CHECK_CUDA(cudaFree(o));
     CHECK_CUDA(cudaFree(out));
