@@ -138,7 +138,6 @@ struct Config {
   int v, bn, trigger, fetch, pdl, work, slots;  // slots: CTAs an SM forced by shared memory (0: as it comes)
 };
 
-
 int main() {
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));

@@ -1,8 +1,8 @@
 // The per-layer reading of a PDL chain's CTA stamps, shared by pdl_timeline.cu (a stand-in
 // kernel) and oproj_timeline.cu (spark's own kernel built with stamps).  Each CTA leaves six
 // 8-byte words: %globaltimer at entry, past the PDL wait (release), when its weights are
-// there (landed; after the wait in spark's order), at exit, after its products (o and the
-// MMAs), and its %smid.  Per layer: first entry S, first release R, last landing D, last exit
+// there (landed; after the wait in spark's order; in oproj_timeline.cu thread 0's own copies),
+// at exit, after its products (o and the MMAs), and its %smid.  Per layer: first entry S, first release R, last landing D, last exit
 // E.  Medians over the middle layers: launch = S(l) - R(l-1); ready = D(l) - S(l); release =
 // R(l) - E(l-1) (the completion-to-release gap); unhidden = D(l) - R(l) (the fetch not hidden
 // by the release); tail = E(l) - max(R(l), D(l)); o/cta = a CTA's products end less the later
