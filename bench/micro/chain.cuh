@@ -1,6 +1,7 @@
-// What the micro-benchmarks that time a chain of launches share (skeleton.cu,
-// pdl_timeline.cu): error checks, a launch with or without programmatic dependent launch, the
-// per-layer time of a CUDA graph of launches, and the copy ceiling as spark-bench measures it.
+// What the micro-benchmarks that time launches share (mixbw.cu, skeleton.cu, pdl_timeline.cu,
+// oproj_timeline.cu): error checks, event-timed medians, a launch with or without programmatic
+// dependent launch, the per-layer time of a CUDA graph of launches, and the copy ceiling as
+// spark-bench measures it.
 // Each including file is still built on its own: nvcc -O3 -std=c++17 -arch=sm_90a FILE.cu.
 #pragma once
 

@@ -6,22 +6,10 @@
 // fraction, else reads, each side streaming its own buffer, four 16-byte plain loads or
 // stores per thread per step.  "/ copy" divides by cudaMemcpy's device-to-device rate (bytes
 // read + written), the ceiling spark-bench measures.
-// Build and run on the GPU machine: nvcc -O3 -arch=sm_90a mixbw.cu -o mixbw && ./mixbw
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
+// Build and run on the GPU machine (chain.cuh beside it): nvcc -O3 -arch=sm_90a mixbw.cu -o mixbw && ./mixbw
+#include <cstdint>
 
-#include <cuda_runtime.h>
-
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                     \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include "chain.cuh"
 
 constexpr int kThreads = 256, kSlots = 16, kUnroll = 4;
 
@@ -66,27 +54,14 @@ __global__ void __launch_bounds__(kThreads) copy(const uint4* src, uint4* dst, s
   }
 }
 
-// TB/s of `bytes` moved by launch(): the median of 25 timed runs after two untimed ones.
+// TB/s of `bytes` moved by launch() on the default stream: chain.cuh's median of 25 timed runs.
 template <class Launch>
 double rate_tbps(size_t bytes, Launch launch) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int rep = 0; rep < 27; ++rep) {
-    CHECK_CUDA(cudaEventRecord(a));
+  const double ms = median_ms(0, [&] {
     launch();
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
     CHECK_CUDA(cudaGetLastError());
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    if (rep >= 2) ms.push_back(t);
-  }
-  CHECK_CUDA(cudaEventDestroy(a));
-  CHECK_CUDA(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return bytes / (ms[ms.size() / 2] * 1e-3) / 1e12;
+  });
+  return bytes / (ms * 1e-3) / 1e12;
 }
 
 int main() {
