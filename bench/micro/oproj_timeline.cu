@@ -10,7 +10,8 @@
 // Only FP8 weights (the staged decode tile, whose "landed" stamp is thread 0's own copies
 // arriving) and bf16 output.  Build on the GPU machine, with LIB the folder of the patched
 // libspark.so (build-variant.sh with GPU_TESTS=test_gpu_mla_oproj puts it in its OUTDIR), then
-// run ./oproj_timeline [HEADS]:
+// run ./oproj_timeline [HEADS [CSV]] (CSV: every CTA's stamps of five middle layers per key, in
+// ns from the first of them, for reading one CTA at a time):
 //   nvcc -O3 -std=c++17 -arch=sm_90a oproj_timeline.cu -I../../include -L$LIB -lspark -Xlinker -rpath,$LIB -o oproj_timeline
 // The kernels compile at plan creation into SPARK_CACHE_DIR as usual.  Unpatched, the
 // padding stays zero and the harness says so.
@@ -43,6 +44,12 @@ struct Case {
 
 int main(int argc, char** argv) {
   const int heads = argc > 1 ? std::atoi(argv[1]) : 128;
+  FILE* csv = argc > 2 ? std::fopen(argv[2], "w") : nullptr;
+  if (argc > 2 && !csv) {
+    std::fprintf(stderr, "oproj_timeline: cannot write CSV '%s'\n", argv[2]);
+    return 2;
+  }
+  if (csv) std::fprintf(csv, "v,m,weights,pdl,layer,cta,entry,release,landed,mma,exit,sm\n");
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   cudaStream_t stream;
@@ -130,6 +137,18 @@ int main(int argc, char** argv) {
       for (int l = 0; l < layers; ++l)
         std::copy_n(&pad[size_t(l) * words], size_t(ctas) * kTimelineStamps, &st[size_t(l) * ctas * kTimelineStamps]);
       const TimelineRow t = read_timeline(st, layers, ctas, prop.multiProcessorCount);
+      if (csv) {
+        const int first = layers / 2 - 2;
+        unsigned long long base = ~0ull;
+        for (int c = 0; c < ctas; ++c) base = std::min(base, st[(size_t(first) * ctas + c) * kTimelineStamps]);
+        for (int l = first; l < first + 5; ++l)
+          for (int c = 0; c < ctas; ++c) {
+            const unsigned long long* x = &st[(size_t(l) * ctas + c) * kTimelineStamps];
+            std::fprintf(csv, "%d,%d,%s,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%llu\n", cs.v, cs.m, weight_names[cs.weights],
+                         cs.pdl, l - first, c, (long long)(x[0] - base), (long long)(x[1] - base),
+                         (long long)(x[2] - base), (long long)(x[4] - base), (long long)(x[3] - base), x[5]);
+          }
+      }
       std::printf(" | %6.2f %6.2f %7.2f %8.2f %5.2f %6.2f %6.0f %7.2f\n", t.launch, t.ready, t.release, t.unhidden,
                   t.tail, t.o_cta, t.cta_per_sm, t.period);
     }
@@ -140,5 +159,6 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaFree(out));
   }
   spark_context_destroy(ctx);
+  if (csv) std::fclose(csv);
   return 0;
 }

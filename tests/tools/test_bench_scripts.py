@@ -1,4 +1,5 @@
 """bench/compare.py, summarize.py and targets.py on spark-bench files that hold both ops' rows,
+micro/oproj_phases.py on a made-up stamps file,
 bench/run-oproj.sh's steps on stand-in tools, and bench/build-variant.sh in a scratch git
 repository with a stand-in cmake.
 
@@ -98,6 +99,26 @@ class BenchScripts(unittest.TestCase):
         self.assertIn("mxfp8: H=128 M<=16 time / own floor (<= 1.3)\n  PDL off: 1.50–1.50\n  PDL on:  n/a", out)
         self.assertIn("mxfp8: H=128 M<=16 time / bf16-weight time\n  PDL off: 0.50–0.50", out)
         self.assertIn("bf16 out, fraction of ceiling (>= 80%)\n  PDL off: 90%–90%", out)
+
+    def test_oproj_phases_reads_each_cta_against_the_previous_layer(self):
+        # Two layers of two CTAs (ns): layer 0 ends at 1000; layer 1's CTAs are released at
+        # 1500 and 1600, land at 1400 and 2000, finish their MMAs at 2500 and 3000 and exit at
+        # 2700 and 3600.  Gzipped, as the results keep them.
+        import gzip
+        path = os.path.join(self.dir.name, "stamps.csv.gz")
+        lines = ["v,m,weights,pdl,layer,cta,entry,release,landed,mma,exit,sm",
+                 "128,1,fp8-block,1,0,0,0,100,200,800,900,0", "128,1,fp8-block,1,0,1,0,100,200,900,1000,1",
+                 "128,1,fp8-block,1,1,0,200,1500,1400,2500,2700,0", "128,1,fp8-block,1,1,1,400,1600,2000,3000,3600,1"]
+        with gzip.open(path, "wt") as f:
+            f.write("\n".join(lines) + "\n")
+        out = self.run_script(os.path.join("micro", "oproj_phases.py"), path)
+        self.assertIn("V = 128, M = 1, fp8-block, PDL on: gap 0.50 us, span 2.10 us", out)
+        # p10 / p50 / p90 / max of two CTAs: the smaller, then the larger three times.
+        self.assertIn("entry at            -0.80  -0.60  -0.60  -0.60", out)
+        self.assertIn("fetch                1.20   1.60   1.60   1.60", out)
+        self.assertIn("wait for weights     0.00   0.40   0.40   0.40", out)
+        self.assertIn("work                 1.00   1.00   1.00   1.00", out)
+        self.assertIn("sum and store        0.20   0.60   0.60   0.60", out)
 
 
 # A stand-in for spark-bench and spark-prewarm: prints its name, arguments and the tiling
