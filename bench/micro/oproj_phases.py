@@ -4,23 +4,26 @@ oproj_timeline.cu writes with a CSV path (its second argument):
     python3 bench/micro/oproj_phases.py STAMPS.csv[.gz] [...]
 
 For each key of the file (V, M, weights, PDL), every CTA of layers 1-4 of the five dumped
-is read against the previous layer's last exit (t = 0): when its stamps fall (entry,
+(each layer that follows another in the file) is read against the previous layer's last exit (t = 0): when its stamps fall (entry,
 release past the PDL wait, landed = thread 0's own weight copies, MMAs done, exit), and how
-long its phases take: the fetch (entry to landed), waiting for its weights past the release,
-the work (o and the MMAs once both are there) and the sum and store (MMAs done to exit).
-Each is printed as p10 / p50 / p90 / max over the CTAs of the four layers, in us; `gap` is
-the completion-to-release gap (the previous layer's last exit to this layer's first release)
-and `span` the release-to-last-exit time, medians over the four layers.  Standard library only.
+long its phases take: entry to landed, waiting for its weights past the release, the work (o
+and the MMAs once both are there) and the sum and store (MMAs done to exit).  spark's kernel
+waits for its copies after the PDL wait, so with PDL "landed" is never before the release and
+"entry to landed" includes the wait for it: it is the fetch's time only with PDL off.  Each
+is printed as p10 / p50 / p90 / max over the CTAs of the four layers, in us; `gap` is the
+completion-to-release gap (the previous layer's last exit to this layer's first release) and
+`span` the release-to-last-exit time, each the upper median over the layers as in
+timeline.h (gap + span is that layer's period, E(l) - E(l-1)).  Standard library only.
 """
 import csv
 import gzip
-import statistics
+import os
 import sys
 from collections import defaultdict
 
 STAMPS = ("entry", "release", "landed", "mma", "exit")
 PHASES = (
-    ("fetch", lambda c: c["landed"] - c["entry"]),
+    ("entry to landed", lambda c: c["landed"] - c["entry"]),
     ("wait for weights", lambda c: max(0, c["landed"] - c["release"])),
     ("work", lambda c: c["mma"] - max(c["release"], c["landed"])),
     ("sum and store", lambda c: c["exit"] - c["mma"]),
@@ -48,15 +51,18 @@ def read(path):
 
 
 def report(path):
-    print(f"== {path}")
+    print(f"== {os.path.basename(path)}")
     for key, layers in read(path).items():
-        if len(layers) < 2:
+        order = sorted(layers)
+        pairs = [(a, b) for a, b in zip(order, order[1:]) if b == a + 1]
+        if not pairs:
+            print(f"V = {key[0]}, M = {key[1]}, {key[2]}, PDL {key[3]}: no two consecutive layers, skipped")
             continue
         at = defaultdict(list)  # stamp -> us after the previous layer's last exit
         phase = defaultdict(list)
         gaps, spans = [], []
-        for layer in sorted(layers)[1:]:
-            prev_exit = max(c["exit"] for c in layers[layer - 1])
+        for before, layer in pairs:
+            prev_exit = max(c["exit"] for c in layers[before])
             ctas = layers[layer]
             first_release = min(c["release"] for c in ctas)
             gaps.append((first_release - prev_exit) / 1e3)
@@ -67,8 +73,8 @@ def report(path):
                 for name, of in PHASES:
                     phase[name].append(of(c) / 1e3)
         v, m, weights, pdl = key
-        print(f"V = {v}, M = {m}, {weights}, PDL {pdl}: gap {statistics.median(gaps):.2f} us, "
-              f"span {statistics.median(spans):.2f} us")
+        print(f"V = {v}, M = {m}, {weights}, PDL {pdl}: gap {quantile(gaps, 0.5):.2f} us, "
+              f"span {quantile(spans, 0.5):.2f} us")
         print("  %-18s %6s %6s %6s %6s" % ("us", "p10", "p50", "p90", "max"))
         for name in STAMPS:
             print("  %-18s %s" % (name + " at", spread(at[name])))

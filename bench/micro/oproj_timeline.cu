@@ -159,6 +159,9 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaFree(out));
   }
   spark_context_destroy(ctx);
-  if (csv) std::fclose(csv);
+  if (csv && (std::ferror(csv) || std::fclose(csv) != 0)) {
+    std::fprintf(stderr, "oproj_timeline: writing CSV '%s' failed\n", argv[2]);
+    return 1;
+  }
   return 0;
 }

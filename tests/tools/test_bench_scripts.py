@@ -101,25 +101,34 @@ class BenchScripts(unittest.TestCase):
         self.assertIn("bf16 out, fraction of ceiling (>= 80%)\n  PDL off: 90%–90%", out)
 
     def test_oproj_phases_reads_each_cta_against_the_previous_layer(self):
-        # Two layers of two CTAs (ns): layer 0 ends at 1000; layer 1's CTAs are released at
-        # 1500 and 1600, land at 1400 and 2000, finish their MMAs at 2500 and 3000 and exit at
-        # 2700 and 3600.  Gzipped, as the results keep them.
+        # Three layers of two CTAs (ns).  Layer 0 ends at 1000; layer 1's CTAs are released at
+        # 1500 and 1600, land at 1500 and 2000, finish their MMAs at 2500 and 3000 and exit at
+        # 2700 and 3600; layer 2 is read against layer 1's last exit (3600), not layer 0's.  A
+        # second key has one layer only.  Gzipped, as the results keep them.
         import gzip
         path = os.path.join(self.dir.name, "stamps.csv.gz")
         lines = ["v,m,weights,pdl,layer,cta,entry,release,landed,mma,exit,sm",
                  "128,1,fp8-block,1,0,0,0,100,200,800,900,0", "128,1,fp8-block,1,0,1,0,100,200,900,1000,1",
-                 "128,1,fp8-block,1,1,0,200,1500,1400,2500,2700,0", "128,1,fp8-block,1,1,1,400,1600,2000,3000,3600,1"]
+                 "128,1,fp8-block,1,1,0,200,1500,1500,2500,2700,0", "128,1,fp8-block,1,1,1,400,1600,2000,3000,3600,1",
+                 "128,1,fp8-block,1,2,0,3000,4400,4400,5400,5600,0", "128,1,fp8-block,1,2,1,3000,4400,4400,5400,5600,1",
+                 "256,16,mxfp8,0,0,0,0,100,200,800,900,0"]
         with gzip.open(path, "wt") as f:
             f.write("\n".join(lines) + "\n")
         out = self.run_script(os.path.join("micro", "oproj_phases.py"), path)
-        self.assertIn("V = 128, M = 1, fp8-block, PDL on: gap 0.50 us, span 2.10 us", out)
-        # p10 / p50 / p90 / max of two CTAs: the smaller, then the larger three times.
+        # gap 500 then 800, span 2100 then 1200: the upper median of two is the larger.
+        self.assertIn("== stamps.csv.gz\nV = 128, M = 1, fp8-block, PDL on: gap 0.80 us, span 2.10 us", out)
+        # Four CTAs (p10 / p50 / p90 / max): layer 1's two against 1000, layer 2's two against 3600.
         self.assertIn("entry at            -0.80  -0.60  -0.60  -0.60", out)
-        self.assertIn("fetch                1.20   1.60   1.60   1.60", out)
-        self.assertIn("wait for weights     0.00   0.40   0.40   0.40", out)
+        self.assertIn("entry to landed      1.30   1.40   1.60   1.60", out)
+        self.assertIn("wait for weights     0.00   0.00   0.40   0.40", out)
         self.assertIn("work                 1.00   1.00   1.00   1.00", out)
-        self.assertIn("sum and store        0.20   0.60   0.60   0.60", out)
-
+        self.assertIn("sum and store        0.20   0.20   0.60   0.60", out)
+        self.assertIn("V = 256, M = 16, mxfp8, PDL off: no two consecutive layers, skipped", out)
+        # A plain CSV reads the same.
+        plain = os.path.join(self.dir.name, "stamps.csv")
+        with open(plain, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.assertIn("gap 0.80 us, span 2.10 us", self.run_script(os.path.join("micro", "oproj_phases.py"), plain))
 
 # A stand-in for spark-bench and spark-prewarm: prints its name, arguments and the tiling
 # variables, and writes the --json file it is given.
