@@ -3,11 +3,12 @@ oproj_timeline.cu writes with a CSV path (its second argument):
 
     python3 bench/micro/oproj_phases.py STAMPS.csv[.gz] [...]
 
-For each key of the file (V, M, weights, PDL), every CTA of layers 1-4 of the five dumped
-(each layer that follows another in the file) is read against the previous layer's last exit (t = 0): when its stamps fall (entry,
-release past the PDL wait, landed = thread 0's own weight copies, MMAs done, exit), and how
-long its phases take: entry to landed, waiting for its weights past the release, the work (o
-and the MMAs once both are there) and the sum and store (MMAs done to exit).  spark's kernel
+For each key of the file (V, M, weights, PDL), every CTA of each layer that follows another
+(layers 1-4 of the five dumped) is read against the previous layer's last exit (t = 0): when
+its stamps fall (entry, release past the PDL wait, landed = thread 0's own weight copies,
+MMAs done, exit), and how long its phases take: entry to landed, waiting for its weights past
+the release, the work (o and the MMAs once both are there) and the sum and store (MMAs done
+to exit).  spark's kernel
 waits for its copies after the PDL wait, so with PDL "landed" is never before the release and
 "entry to landed" includes the wait for it: it is the fetch's time only with PDL off.  Each
 is printed as p10 / p50 / p90 / max over the CTAs of the four layers, in us; `gap` is the

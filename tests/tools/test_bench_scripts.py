@@ -106,15 +106,18 @@ class BenchScripts(unittest.TestCase):
         # 2700 and 3600; layer 2 is read against layer 1's last exit (3600), not layer 0's.  A
         # second key has one layer only.  Gzipped, as the results keep them.
         import gzip
-        path = os.path.join(self.dir.name, "stamps.csv.gz")
-        lines = ["v,m,weights,pdl,layer,cta,entry,release,landed,mma,exit,sm",
+        rows = ["v,m,weights,pdl,layer,cta,entry,release,landed,mma,exit,sm",
                  "128,1,fp8-block,1,0,0,0,100,200,800,900,0", "128,1,fp8-block,1,0,1,0,100,200,900,1000,1",
                  "128,1,fp8-block,1,1,0,200,1500,1500,2500,2700,0", "128,1,fp8-block,1,1,1,400,1600,2000,3000,3600,1",
                  "128,1,fp8-block,1,2,0,3000,4400,4400,5400,5600,0", "128,1,fp8-block,1,2,1,3000,4400,4400,5400,5600,1",
                  "256,16,mxfp8,0,0,0,0,100,200,800,900,0"]
-        with gzip.open(path, "wt") as f:
-            f.write("\n".join(lines) + "\n")
-        out = self.run_script(os.path.join("micro", "oproj_phases.py"), path)
+        text = "\n".join(rows) + "\n"
+        gz, plain = os.path.join(self.dir.name, "stamps.csv.gz"), os.path.join(self.dir.name, "stamps.csv")
+        with gzip.open(gz, "wt") as f:
+            f.write(text)
+        with open(plain, "w") as f:
+            f.write(text)
+        out = self.run_script(os.path.join("micro", "oproj_phases.py"), gz)
         # gap 500 then 800, span 2100 then 1200: the upper median of two is the larger.
         self.assertIn("== stamps.csv.gz\nV = 128, M = 1, fp8-block, PDL on: gap 0.80 us, span 2.10 us", out)
         # Four CTAs (p10 / p50 / p90 / max): layer 1's two against 1000, layer 2's two against 3600.
@@ -125,9 +128,6 @@ class BenchScripts(unittest.TestCase):
         self.assertIn("sum and store        0.20   0.20   0.60   0.60", out)
         self.assertIn("V = 256, M = 16, mxfp8, PDL off: no two consecutive layers, skipped", out)
         # A plain CSV reads the same.
-        plain = os.path.join(self.dir.name, "stamps.csv")
-        with open(plain, "w") as f:
-            f.write("\n".join(lines) + "\n")
         self.assertIn("gap 0.80 us, span 2.10 us", self.run_script(os.path.join("micro", "oproj_phases.py"), plain))
 
 # A stand-in for spark-bench and spark-prewarm: prints its name, arguments and the tiling
