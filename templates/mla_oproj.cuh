@@ -76,6 +76,42 @@ __device__ __forceinline__ void oproj_mma_chunk(float (&acc)[4][4], const uint4&
   }
 }
 
+// One 32-wide L chunk of the transposed product out^T = W o^T: the dequantised weights b are
+// the A fragments (16 rows: the lane's rows j = 2i and 2i + 1, in the same k order as o's
+// words) and o's rows r0 and r0 + 8 (chunk c, as loaded) the B fragments, the second only
+// when two_n, into tacc[i][n].
+__device__ __forceinline__ void oproj_transposed_chunk(float (&tacc)[2][2][4], const uint4 (&b)[4], const u16* o,
+                                                       const MlaOprojParams& p, int r0, int c, bool two_n) {
+  const int r1 = r0 + 8;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const uint4 a_lo = r0 < p.m ? *reinterpret_cast<const uint4*>(o + r0 * p.o_stride_m + 32 * c) : zero;
+  const uint4 a_hi = r1 < p.m ? *reinterpret_cast<const uint4*>(o + r1 * p.o_stride_m + 32 * c) : zero;
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const u32 a[4] = {word_of(b[2 * i], 2 * s), word_of(b[2 * i + 1], 2 * s), word_of(b[2 * i], 2 * s + 1),
+                        word_of(b[2 * i + 1], 2 * s + 1)};
+      mma_bf16_16816(tacc[i][0], a, word_of(a_lo, 2 * s), word_of(a_lo, 2 * s + 1));
+      if (two_n) mma_bf16_16816(tacc[i][1], a, word_of(a_hi, 2 * s), word_of(a_hi, 2 * s + 1));
+    }
+}
+
+// The transposed product's sums into warp row ks's partial sums (BM x BN floats): tacc[i][n]
+// holds output columns nw * 32 + 16i + g (+8 for e >= 2) of M rows 8n + 2t (+1 for odd e).
+template <class C>
+__device__ __forceinline__ void oproj_transposed_partials(const float (&tacc)[2][2][4], float* partial, int ks, int nw,
+                                                          int g, int t) {
+  float* mine = partial + ks * (C::BM * C::BN);
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        mine[(8 * n + 2 * t + (e & 1)) * C::BN + nw * 32 + 16 * i + g + 8 * (e >> 1)] = tacc[i][n][e];
+}
+
 // The CTA's BM x BN output tile (rows m0.., columns nb * BN.. of head h) from its warps'
 // partial sums: each warp row's sums into shared memory (row 16i + g (+8), column nw * 32 +
 // 8j + 2t), one barrier, then 8 columns per thread and vector added in warp-row order and
@@ -208,10 +244,8 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
   const int m0 = tile_m * C::BM;
   const u16* o = static_cast<const u16*>(p.o) + h * p.o_stride_h + l0;
   if constexpr (C::kTransposedMma) {
-    // The transposed product out^T = W o^T: the freshly dequantised weights are the A
-    // fragments (16 rows: the lane's rows j = 2i and 2i + 1, in the same k order as o's
-    // words) and o's rows, as loaded, the B fragments (8 rows of M each, the second only past
-    // M = 8): no register moves assemble o's fragments, and M <= 8 takes half the MMAs.
+    // The transposed product (oproj_transposed_chunk): no register moves assemble o's
+    // fragments, and M <= 8 takes half the MMAs.
     cp_async_wait_all();
     const bool two_n = p.m - m0 > 8;
     float tacc[2][2][4];
@@ -228,30 +262,9 @@ __device__ __forceinline__ void mla_oproj(const MlaOprojParams& p) {
       for (int j = 0; j < 4; ++j) {
         b[j] = dequantise8(*reinterpret_cast<const uint2*>(wslot + (4 * c + j) * C::kThreads * 8), blk_scale[j]);
       }
-      const int r0 = m0 + g, r1 = r0 + 8;
-      const uint4 zero = make_uint4(0, 0, 0, 0);
-      const uint4 a_lo = r0 < p.m ? *reinterpret_cast<const uint4*>(o + r0 * p.o_stride_m + 32 * c) : zero;
-      const uint4 a_hi = r1 < p.m ? *reinterpret_cast<const uint4*>(o + r1 * p.o_stride_m + 32 * c) : zero;
-#pragma unroll
-      for (int s = 0; s < 2; ++s)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const u32 a[4] = {word_of(b[2 * i], 2 * s), word_of(b[2 * i + 1], 2 * s), word_of(b[2 * i], 2 * s + 1),
-                            word_of(b[2 * i + 1], 2 * s + 1)};
-          mma_bf16_16816(tacc[i][0], a, word_of(a_lo, 2 * s), word_of(a_lo, 2 * s + 1));
-          if (two_n) mma_bf16_16816(tacc[i][1], a, word_of(a_hi, 2 * s), word_of(a_hi, 2 * s + 1));
-        }
+      oproj_transposed_chunk(tacc, b, o, p, m0 + g, c, two_n);
     }
-    // tacc[i][n]: weight rows (columns of the output) nw * 32 + 16i + g (+8 for e >= 2), M rows
-    // 8n + 2t (+1 for odd e) of the tile.
-    float* mine = reinterpret_cast<float*>(smem) + ks * (C::BM * C::BN);
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          mine[(8 * n + 2 * t + (e & 1)) * C::BN + nw * 32 + 16 * i + g + 8 * (e >> 1)] = tacc[i][n][e];
+    oproj_transposed_partials<C>(tacc, reinterpret_cast<float*>(smem), ks, nw, g, t);
     oproj_sum_store<C>(reinterpret_cast<const float*>(smem), p, h, nb, m0);
     return;
   }

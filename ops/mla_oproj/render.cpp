@@ -35,6 +35,11 @@ constexpr int kStationaryMinBlocksM64 = 32;
 // tiles (bench/NOTES.md v27).
 constexpr int kFp8TiledMaxM = 128;
 constexpr int kFp8TiledMaxBlocks = 16;
+// At decode MXFP8 weights take the pre-converted tile (128 columns, L split two ways, half a
+// lane's chunks in registers, the next kernel released at entry) from this many blocks on
+// sm_90a: 0.89-1.00x the tiled tile's time at 64-128 heads with 128 or more blocks, where the
+// tile's 128-column CTAs fill the machine; block FP8 was flat or slower (bench/NOTES.md v34).
+constexpr int kPreDecodeMinBlocks = 128;
 constexpr int kL = 512;
 
 }  // namespace
@@ -59,6 +64,13 @@ int stationary_smem(int stages, int groups, int out_bytes) {
 
 int Tile::smem_bytes(const Key& key) const {
   if (stationary) return stationary_smem(stages, groups, key.out == OutDtype::kBf16 ? 2 : 1);
+  if (pre) {
+    // bf16 chunks in shared memory (16 bytes a lane a row a chunk), and the larger of the
+    // register chunks' FP8 staging (8 bytes each) and the partial sums.
+    const int chunks = kL / ksplit / 32, lanes = threads();
+    const int staging = reg_chunks * 4 * lanes * 8 + 4 * (chunks / 4) * lanes * 4, partials = ksplit * 16 * bn * 4;
+    return (chunks - reg_chunks) * 4 * lanes * 16 + std::max(staging, partials);
+  }
   const int partials = ksplit * bm() * bn * 4;  // every warp row's partial sums
   const bool fp8 = key.weights != WeightFormat::kBf16;
   // The tiled kernel keeps FP8 weights (BN rows of L bytes) in shared memory across the wait
@@ -76,6 +88,10 @@ std::string Tile::describe() const {
                                      threads())
                        : fmt::format("weight-stationary wgmma, 64x{} tiles, {} teams of {} o stages, {} threads", bn,
                                      groups, stages, threads());
+  if (pre)
+    return fmt::format("pre-converted FP8 decode, 16x{} CTA tile, {} warps along L, {} of {} chunks in registers, {} "
+                       "threads{}",
+                       bn, ksplit, reg_chunks, kL / ksplit / 32, threads(), first ? ", next kernel released at entry" : "");
   if (ring)
     return fmt::format("persistent ring, {}x{} units, {} warps along L, {} weight slots, {} threads", bm(), bn,
                        ksplit, stages, threads());
@@ -98,7 +114,9 @@ const std::vector<MRegime> kBuiltinRegimes{{1, 16},
 
 constexpr std::string_view kOverrideGrammar =
     "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES[xTEAMS] (weight-stationary wgmma on sm_90a, "
-    "e.g. 17-8192:wg:10 or 65-8192:wg:5x2) or LO-HI:ring:BNxKSPLITxSTAGES (a persistent decode ring, HI <= 32, e.g. 1-16:ring:32x4x3)";
+    "e.g. 17-8192:wg:10 or 65-8192:wg:5x2), LO-HI:ring:BNxKSPLITxSTAGES (a persistent decode ring, HI <= 32, e.g. "
+    "1-16:ring:32x4x3) or LO-HI:pre:BNxKSPLITxREG[f] (FP8 decode dequantised before the wait, HI <= 16, e.g. "
+    "1-16:pre:128x2x4f)";
 
 Tile stationary_tile(int stages, int groups) {
   Tile t;
@@ -152,8 +170,41 @@ Tile read_ring_tile(ItemReader& r) {
   return t;
 }
 
-// wg:STAGES, ring:BNxKSPLITxSTAGES or BNxKSPLITxTM, to the item's end.
+// pre:BNxKSPLITxREG[f], past "pre:", to the item's end.
+Tile read_pre_tile(ItemReader& r) {
+  Tile t;
+  t.pre = true;
+  t.bn = r.number("BN", 32, 128);
+  r.expect("x");
+  t.ksplit = r.number("KSPLIT", 1, 16);
+  r.expect("x");
+  t.reg_chunks = r.number("REG", 0, 16);
+  t.first = r.take("f");
+  r.expect_end();
+  const std::string item = r.item();
+  SPARK_CHECK(t.bn == 32 || t.bn == 64 || t.bn == 128, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: BN must be 32, 64 or 128 (got {})", item, t.bn);
+  SPARK_CHECK(t.ksplit == 1 || t.ksplit == 2 || t.ksplit == 4, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: KSPLIT must be 1, 2 or 4, so that a lane's L range is whole 128-wide scale blocks (got {})", item,
+              t.ksplit);
+  SPARK_CHECK(t.threads() <= 512, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: the tile needs {} threads (BN / 32 x KSPLIT warps), more than 512", item, t.threads());
+  const int chunks = kL / t.ksplit / 32;
+  SPARK_CHECK(t.reg_chunks <= chunks, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: REG must be at most a lane's {} L chunks (got {})", item, chunks, t.reg_chunks);
+  // Two CTAs an SM leave a lane 65536 / (2 x threads) registers (at most 255); a register
+  // chunk takes 16 of them and the rest of the kernel about 64.
+  const int lane_registers = std::min(255, 65536 / (2 * t.threads()));
+  SPARK_CHECK(16 * t.reg_chunks + 64 <= lane_registers, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: {} register chunks take {} registers a lane, and with the ~64 the rest needs more than the {} "
+              "that two CTAs of {} threads leave",
+              item, t.reg_chunks, 16 * t.reg_chunks, lane_registers, t.threads());
+  return t;
+}
+
+// wg:STAGES, ring:BNxKSPLITxSTAGES, pre:BNxKSPLITxREG[f] or BNxKSPLITxTM, to the item's end.
 Tile read_override_tile(ItemReader& r) {
+  if (r.take("pre:")) return read_pre_tile(r);
   if (r.take("wg:")) {
     const int stages = r.number("STAGES", 3, 10);
     const int groups = r.take("x") ? r.number("TEAMS", 1, 2) : 1;
@@ -199,6 +250,10 @@ std::vector<RegimeTile> parse_tile_override(std::string_view text) {
   std::vector<RegimeTile> table =
       read_regime_table<RegimeTile>(text, "SPARK_OPROJ_TILES", kOverrideGrammar, kMaxM, read_override_tile);
   for (RegimeTile& e : table) {
+    SPARK_CHECK(!e.tile.pre || e.regime.m_max <= 16, SPARK_ERROR_INVALID_ARGUMENT,
+                "SPARK_OPROJ_TILES: '{}-{}:pre:...': a pre-converted tile serves decode only (one 16-row M tile), so "
+                "its HI must be at most 16",
+                e.regime.m_min, e.regime.m_max);
     if (!e.tile.ring) continue;
     const std::string item = fmt::format("SPARK_OPROJ_TILES: '{}-{}:ring:{}x{}x{}'", e.regime.m_min, e.regime.m_max,
                                          e.tile.bn, e.tile.ksplit, e.tile.stages);
@@ -302,6 +357,25 @@ bool stationary_pays_at_decode(const Key& key) {
   return key.weights == WeightFormat::kBf16 && column_blocks(key) >= kStationaryDecodeMinBlocks;
 }
 
+// The pre-converted decode tile of the auto schedule (see kPreDecodeMinBlocks).
+Tile auto_pre_tile() {
+  Tile t;
+  t.pre = true;
+  t.bn = 128;
+  t.ksplit = 2;
+  t.reg_chunks = 4;
+  t.first = true;
+  return t;
+}
+
+// Whether it beats the tiled tile at decode: MXFP8 weights from kPreDecodeMinBlocks blocks,
+// on an arch where two of its CTAs fit an SM; as for the stationary kernel, never by the
+// output dtype.
+bool pre_pays_at_decode(const Key& key) {
+  return key.weights == WeightFormat::kMxfp8 && column_blocks(key) >= kPreDecodeMinBlocks &&
+         ring_fits(auto_pre_tile(), key);
+}
+
 // The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
 // (one team's epilogue and barriers run under the other's MMAs): from M = 1024, and past
 // M = 64 from 64 blocks; with fewer tiles a CTA, one team and its deeper ring fetch a tile
@@ -325,11 +399,15 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     if (!(e.regime == key.regime)) continue;
     if (e.tile.stationary && !wgmma) return builtin_tiled(key);
     if (e.tile.ring && !ring_fits(e.tile, key)) return builtin_tiled(key);
+    // Pre-converted tiles take FP8 weights on an arch where two of their CTAs fit an SM.
+    if (e.tile.pre && (key.weights == WeightFormat::kBf16 || !ring_fits(e.tile, key))) return builtin_tiled(key);
     return e.tile;
   }
   if (key.regime.m_min <= 16) {
-    const bool stationary = tiling.schedule == Schedule::kAuto && wgmma && stationary_pays_at_decode(key);
-    return stationary ? builtin_stationary(key) : builtin_tiled(key);
+    const bool automatic = tiling.schedule == Schedule::kAuto && wgmma;
+    if (automatic && stationary_pays_at_decode(key)) return builtin_stationary(key);
+    if (automatic && pre_pays_at_decode(key)) return auto_pre_tile();
+    return builtin_tiled(key);
   }
   switch (tiling.schedule) {
     case Schedule::kTiled:
@@ -374,15 +452,25 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
                                                               : "spark::WeightKind::kFp8Block128";
   const Tile& t = r.tile;
   // The schedule's header, layout and driver.
-  const char* header = t.stationary ? "mla_oproj_wg.cuh" : t.ring ? "mla_oproj_ring.cuh" : "mla_oproj.cuh";
-  const char* config = t.stationary ? "MlaOprojWgConfig" : t.ring ? "MlaOprojRingConfig" : "MlaOprojConfig";
-  const char* driver = t.stationary ? "mla_oproj_wg" : t.ring ? "mla_oproj_ring" : "mla_oproj";
+  const char* header = t.stationary ? "mla_oproj_wg.cuh"
+                       : t.ring     ? "mla_oproj_ring.cuh"
+                       : t.pre      ? "mla_oproj_pre.cuh"
+                                    : "mla_oproj.cuh";
+  const char* config = t.stationary ? "MlaOprojWgConfig"
+                       : t.ring     ? "MlaOprojRingConfig"
+                       : t.pre      ? "MlaOprojPreConfig"
+                                    : "MlaOprojConfig";
+  const char* driver = t.stationary ? "mla_oproj_wg" : t.ring ? "mla_oproj_ring" : t.pre ? "mla_oproj_pre" : "mla_oproj";
   std::string choices;
   if (t.stationary) {
     // Decode streams the weights into the MMAs block by block (one team, one tile of <= 16 rows).
     const bool decode = key.regime.m_max <= 16 && t.groups == 1;
     choices = fmt::format("  static constexpr int kStages = {}, kGroups = {};\n  static constexpr bool kDecode = {};\n",
                           t.stages, t.groups, decode);
+  } else if (t.pre) {
+    choices = fmt::format(
+        "  static constexpr int BN = {}, KSPLIT = {}, kRegChunks = {};\n  static constexpr bool kTriggerFirst = {};\n",
+        t.bn, t.ksplit, t.reg_chunks, t.first);
   } else {
     choices = fmt::format("  static constexpr int BN = {}, KSPLIT = {}, {} = {};\n", t.bn, t.ksplit,
                           t.ring ? "kStages" : "TM", t.ring ? t.stages : t.tm);
@@ -413,7 +501,7 @@ RenderedSource render(const Key& key, const Tiling& tiling) {
       fmt::arg("v", key.v), fmt::arg("l", key.l), fmt::arg("choices", choices), fmt::arg("out", out),
       fmt::arg("weights", weights), fmt::arg("config", config),
       fmt::arg("threads", r.threads), fmt::arg("entry", kKernelEntryName),
-      fmt::arg("bounds", t.ring ? fmt::format("{}, 2", r.threads) : std::to_string(r.threads)),
+      fmt::arg("bounds", t.ring || t.pre ? fmt::format("{}, 2", r.threads) : std::to_string(r.threads)),
       fmt::arg("driver", driver));
   return r;
 }

@@ -12,7 +12,7 @@
 namespace spark::oproj {
 
 // Bumped whenever the generator's output for some key changes meaning.
-inline constexpr int kGeneratorVersion = 7;
+inline constexpr int kGeneratorVersion = 8;
 // The kernel's __global__ function: kernel_symbol("mla_oproj") (core/key_name.h).
 inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 
@@ -24,10 +24,17 @@ inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 // stages.  Ring (templates/mla_oproj_ring.cuh, M <= 32): a
 // persistent CTA, two per SM, that walks (head, BN columns) units of 16 x TM rows,
 // warps as the tiled tile's, streaming their weights through `stages` shared-memory slots
-// and leaving room on the SM for the next kernel's CTA.
+// and leaving room on the SM for the next kernel's CTA.  Pre-converted (templates/
+// mla_oproj_pre.cuh, FP8 weights at decode): the tiled tile's warps, with every weight
+// dequantised before the wait on the previous kernel, `reg_chunks` of a lane's 32-wide L
+// chunks into registers and the rest into shared memory; `first` releases the next kernel at
+// entry rather than past the wait.
 struct Tile {
   bool stationary = false;
   bool ring = false;
+  bool pre = false;
+  int reg_chunks = 0;  // pre
+  bool first = false;  // pre
   int bn = 32;
   int ksplit = 8;
   int tm = 1;
@@ -43,9 +50,10 @@ struct Tile {
 
 // The schedule.  Auto, the default, takes per key what spark-bench measured fastest
 // (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel past M = 64, at M 17-64
-// where the heads give it enough CTAs, and at decode for many heads with bf16 weights and
-// output; below that the persistent ring at M 17-32 and the tiled kernel at decode and
-// 33-64; off sm_90a the tiled kernel at decode, the ring at 17-32, then tiled.
+// where the heads give it enough CTAs, and at decode for many heads with bf16 weights, and
+// the pre-converted tile at decode for many heads with MXFP8 weights; below that the
+// persistent ring at M 17-32 and the tiled kernel at decode and 33-64; off sm_90a the tiled
+// kernel at decode, the ring at 17-32, then tiled.
 // SPARK_OPROJ_SCHEDULE ("auto", "tiled" or "stationary") overrides it: tiled everywhere, or
 // stationary past decode (M > 16) on sm_90a and tiled at decode.  The rendered sources
 // differ, so the cache never mixes their entries.
@@ -72,8 +80,10 @@ struct Tiling {
 };
 
 // "LO-HI:BNxKSPLITxTM" (tiled), "LO-HI:wg:STAGES[xTEAMS]" (stationary, sm_90a; elsewhere that
-// regime takes its built-in tiled tile) or "LO-HI:ring:BNxKSPLITxSTAGES" (ring; on an arch
-// where two of its CTAs do not fit an SM, the built-in tiled tile) items -> regimes and
+// regime takes its built-in tiled tile), "LO-HI:ring:BNxKSPLITxSTAGES" (ring; on an arch
+// where two of its CTAs do not fit an SM, the built-in tiled tile) or
+// "LO-HI:pre:BNxKSPLITxREG[f]" (pre-converted; bf16 weights, and an arch where two of its CTAs
+// do not fit an SM, take the built-in tiled tile) items -> regimes and
 // tiles, the SPARK_OPROJ_TILES tuning override (throws INVALID_ARGUMENT naming the item and
 // the rule it breaks).  LO and HI in 1..8192, the regimes contiguous from 1 to 8192.  Tiled:
 // BN 32, 64 or 128; KSPLIT 4, 8 or 16 (warps along L = 512: fewer would hold more weights
@@ -82,7 +92,9 @@ struct Tiling {
 // per team, TEAMS 1 (default) or 2, within sm_90a's shared memory (two teams: 5 stages).
 // ring: HI <= 32 (16-row tiles per unit: one, or two past M = 16, which only a 128-thread
 // ring has the registers for), BN 32 or 64, KSPLIT 4 or 8, at most 256 threads and KSPLIT 8
-// at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  A
+// at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  pre: HI <= 16, BN 32, 64 or
+// 128, KSPLIT 1, 2 or 4 (a lane's L range whole 128-wide scale blocks), REG chunks of the
+// lane's in registers within what two CTAs an SM leave a lane (16 each, ~64 for the rest).  A
 // tile's shared memory is checked against the arch when a key is rendered.
 std::vector<RegimeTile> parse_tile_override(std::string_view text);
 // SPARK_OPROJ_SCHEDULE and SPARK_OPROJ_TILES, read once; setting both is INVALID_ARGUMENT.

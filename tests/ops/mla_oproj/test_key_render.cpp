@@ -135,7 +135,9 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
   const auto is_ring = [](const oproj::Tile& t) {
     return t.ring && t.bn == 32 && t.ksplit == 4 && t.tm == 2 && t.stages == 2;
   };
-  const auto is_tiled = [](const oproj::Tile& t, int tm) { return !t.ring && !t.stationary && t.tm == tm; };
+  const auto is_tiled = [](const oproj::Tile& t, int tm) {
+    return !t.ring && !t.stationary && !t.pre && t.tm == tm;
+  };
   for (WeightFormat w : kWeightFormats) {
     const std::string format(to_string(w));
     CAPTURE(format);
@@ -152,15 +154,20 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
       CHECK(tile(heads, v, r[2], w, "sm_90a").ksplit == 8);
     }
     CHECK(tile(16, 256, r[0], w, "sm_90a").bn == 64);
+    // MXFP8 from 128 blocks takes the pre-converted tile (128 columns, L two ways, four chunks
+    // in registers, the next kernel released at entry), for either output.
     for (const auto& [heads, v] :
          {std::pair{32, 256}, std::pair{64, 128}, std::pair{64, 256}, std::pair{128, 128}, std::pair{128, 256}}) {
+      const bool pre = w == WeightFormat::kMxfp8 && heads * v / 128 >= 128;
       for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3}) {
         const oproj::Tile t = oproj::tile_for(key(heads, v, r[0], w, out), Schedule::kAuto);
         CHECK(t.stationary == !fp8);
-        CHECK(is_tiled(t, 1) == fp8);
+        CHECK(is_tiled(t, 1) == (fp8 && !pre));
+        CHECK((t.pre == pre && (!pre || (t.bn == 128 && t.ksplit == 2 && t.reg_chunks == 4 && t.first))));
         CHECK(t.groups == 1);
       }
       CHECK(is_tiled(tile(heads, v, r[0], w, "sm_100a"), 1));
+      CHECK(is_tiled(oproj::tile_for(key(heads, v, r[0], w), Schedule::kTiled), 1));
     }
     // M 17-32: the ring below 64 (head, 128 columns) blocks (128 with FP8 weights).
     CHECK(is_ring(tile(32, 128, r[1], w, "sm_90a")));
@@ -540,4 +547,82 @@ TEST_CASE("oproj tiled decode keeps FP8 weights in shared memory, leaving room f
       CHECK(c.resources.registers <= 64);
       CHECK(4 * (src.smem_bytes + 1024) <= arch_info("sm_90a").max_smem_per_block + 1024);
     }
+}
+
+TEST_CASE("SPARK_OPROJ_TILES pre-converted tiles: FP8 decode dequantised before the wait, two CTAs an SM") {
+  using oproj::Tiling;
+  const Tiling tiling(oproj::parse_tile_override("1-16:pre:128x2x4,17-8192:wg:10"));
+  const std::vector<MRegime> regimes = oproj::regimes(tiling);
+  REQUIRE(regimes.size() == 2);
+  const Key block = key(128, 128, regimes[0], WeightFormat::kFp8Block128, OutDtype::kBf16);
+  const oproj::Tile t = oproj::tile_for(block, tiling);
+  CHECK((t.pre && !t.ring && !t.stationary && t.bn == 128 && t.ksplit == 2 && t.reg_chunks == 4 && !t.first));
+  CHECK((t.threads() == 256 && t.bm() == 16));
+  // Four of a lane's eight chunks as bf16 in shared memory (64 KB), the other four's FP8
+  // staging (32 KB, which the 16 KB of partial sums reuse) and two scale words a row of the
+  // lane's (8 KB): 104 KB, two CTAs (with 1 KB each) within sm_90a's 228 KB.
+  CHECK(t.smem_bytes(block) == 4 * 4 * 256 * 16 + 4 * 4 * 256 * 8 + 4 * 2 * 256 * 4);
+  CHECK(2 * (t.smem_bytes(block) + 1024) <= arch_info("sm_90a").max_smem_per_block + 1024);
+  const oproj::RenderedSource r = oproj::render(block, tiling);
+  CHECK(r.source.find("#include \"mla_oproj_pre.cuh\"") != std::string::npos);
+  CHECK(r.source.find("BN = 128, KSPLIT = 2, kRegChunks = 4;\n  static constexpr bool kTriggerFirst = false;") !=
+        std::string::npos);
+  CHECK(r.source.find("__launch_bounds__(256, 2)") != std::string::npos);
+  CHECK(r.smem_bytes == t.smem_bytes(block));
+  CHECK(r.summary.find("pre-converted FP8 decode, 16x128 CTA tile") == 0);
+  // "f": the next kernel released at entry.
+  const Tiling first(oproj::parse_tile_override("1-16:pre:64x4x4f,17-8192:wg:10"));
+  const oproj::Tile tf = oproj::tile_for(key(64, 256, {1, 16}, WeightFormat::kMxfp8, OutDtype::kE4m3), first);
+  CHECK((tf.pre && tf.first && tf.bn == 64 && tf.ksplit == 4 && tf.reg_chunks == 4));
+  CHECK(oproj::render(key(64, 256, {1, 16}, WeightFormat::kMxfp8, OutDtype::kE4m3), first)
+            .source.find("kTriggerFirst = true") != std::string::npos);
+  // bf16 weights, and an arch where two such CTAs do not fit an SM, take the built-in tiled tile.
+  for (const Key& k : {key(128, 128, regimes[0]),
+                       key(128, 128, regimes[0], WeightFormat::kMxfp8, OutDtype::kBf16, "sm_89")}) {
+    CAPTURE(k.name());
+    const oproj::Tile fallback = oproj::tile_for(k, tiling);
+    CHECK((!fallback.pre && !fallback.ring && !fallback.stationary && fallback.tm == 1));
+  }
+  CHECK(oproj::tile_for(key(128, 128, regimes[0], WeightFormat::kMxfp8, OutDtype::kBf16, "sm_100a"), tiling).pre);
+
+  const std::vector<std::pair<const char*, const char*>> bad = {
+      {"1-32:pre:128x2x4,33-8192:wg:10", "a pre-converted tile serves decode only"},
+      {"1-16:pre:128x8x1,17-8192:wg:10", "KSPLIT must be 1, 2 or 4"},
+      {"1-16:pre:96x2x4,17-8192:wg:10", "BN must be 32, 64 or 128"},
+      {"1-16:pre:128x4x5,17-8192:wg:10", "REG must be at most a lane's 4 L chunks"},
+      {"1-16:pre:128x4x1,17-8192:wg:10", "more than the 64 that two CTAs of 512 threads leave"},
+      {"1-16:pre:32x1x12,17-8192:wg:10", "more than the 255 that two CTAs of 32 threads leave"},
+      {"1-16:pre:128x2,17-8192:wg:10", "expected 'x' at its end"},
+      {"1-16:pre:128x2x4g,17-8192:wg:10", "expected the end of the item"},
+  };
+  for (const auto& [text, rule] : bad) {
+    const std::string item = text;
+    CAPTURE(item);
+    CHECK_THROWS_WITH_AS(oproj::parse_tile_override(text), doctest::Contains("SPARK_OPROJ_TILES"), Error);
+    CHECK_THROWS_WITH_AS(oproj::parse_tile_override(text), doctest::Contains(rule), Error);
+  }
+}
+
+TEST_CASE("NVRTC compiles every pre-converted tile that fits two CTAs an SM on sm_90a, without spills") {
+  std::vector<oproj::RenderedSource> sources;
+  for (int bn : {32, 64, 128})
+    for (int ksplit : {1, 2, 4})
+      for (int reg : {0, 2, 4})
+        for (const char* first : {"", "f"}) {
+          oproj::Tiling tiling;
+          try {
+            tiling = oproj::Tiling(
+                oproj::parse_tile_override(fmt::format("1-16:pre:{}x{}x{}{},17-8192:wg:10", bn, ksplit, reg, first)));
+          } catch (const Error&) {
+            continue;
+          }
+          for (const auto& [w, out] : {std::pair{WeightFormat::kFp8Block128, OutDtype::kBf16},
+                                       std::pair{WeightFormat::kMxfp8, OutDtype::kE4m3}}) {
+            const Key k = key(8, 256, {1, 16}, w, out);
+            if (oproj::tile_for(k, tiling).pre) sources.push_back(oproj::render(k, tiling));
+          }
+        }
+  MESSAGE(sources.size() << " pre-converted kernels");
+  CHECK(sources.size() >= 16);
+  compile_each(sources, [](const oproj::RenderedSource&, const CompiledKernel& c) { CHECK(c.resources.local_bytes == 0); });
 }
