@@ -6,8 +6,9 @@
 #
 # The query projection's suites (bf16, MXFP8 and block-FP8 weights), the value up-projection's
 # on its default (auto) schedule, again with SPARK_OPROJ_SCHEDULE=tiled and =stationary, and with ring tiles at
-# decode (SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt, as test_gpu_mla_oproj_ring) and with the stationary kernel
-# everywhere (tests/gpu/oproj_wg_tiles.txt, as test_gpu_mla_oproj_wg), the cache statistics
+# decode (SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt, as test_gpu_mla_oproj_ring), with the stationary kernel
+# everywhere (tests/gpu/oproj_wg_tiles.txt, as test_gpu_mla_oproj_wg) and with pre-converted tiles at decode
+# (tests/gpu/oproj_pre_tiles.txt, as test_gpu_mla_oproj_pre), the cache statistics
 # test, the Python package's GPU tests (the torch ops, loading BUILD_DIR's libspark.so
 # through SPARK_LIBRARY; they need torch and pytest), and a few rows of spark-bench per op
 # (its output check against the staged path, and that it runs at all before a grid).  Each suite's output goes to LOG_DIR
@@ -20,6 +21,7 @@ logs=${LOG_DIR:-$build/gpu-check}
 py=${PYTHON:-python3}
 
 ring_tiles=$(<tests/gpu/oproj_ring_tiles.txt)
+pre_tiles=$(<tests/gpu/oproj_pre_tiles.txt)
 wg_tiles=$(<tests/gpu/oproj_wg_tiles.txt)
 # name | test binary (or "pytest", "spark-bench") | environment (VAR=value, - for none)
 suites=(
@@ -31,6 +33,7 @@ suites=(
   "oproj-stationary|test_gpu_mla_oproj|SPARK_OPROJ_SCHEDULE=stationary"
   "oproj-ring|test_gpu_mla_oproj|SPARK_OPROJ_TILES=$ring_tiles"
   "oproj-wg|test_gpu_mla_oproj|SPARK_OPROJ_TILES=$wg_tiles"
+  "oproj-pre|test_gpu_mla_oproj|SPARK_OPROJ_TILES=$pre_tiles"
   "cache-stats|test_gpu_cache_stats|-"
   "python|pytest|-"
   "bench-qproj|spark-bench|-"

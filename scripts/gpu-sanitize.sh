@@ -5,8 +5,9 @@
 #
 # Each tool runs the suites whole (the query projection's bf16 and MXFP8 suites, the value
 # up-projection's on its default (auto) schedule, again with SPARK_OPROJ_SCHEDULE=tiled and =stationary and with
-# the ring tiles at decode, SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt, and with the stationary kernel
-# everywhere, tests/gpu/oproj_wg_tiles.txt), or
+# the ring tiles at decode, SPARK_OPROJ_TILES=tests/gpu/oproj_ring_tiles.txt, with the stationary kernel
+# everywhere, tests/gpu/oproj_wg_tiles.txt, and with pre-converted tiles at decode,
+# tests/gpu/oproj_pre_tiles.txt), or
 # with CASES=subset a part of them that still reaches every kernel family (per-tile decode
 # tiles with and without K chunks, flat copies, the weight-stationary mma.sync and wgmma
 # kernels; bf16 and FP8 weights; bf16 and e4m3 output; pitched views, graphs, PDL) at every M
@@ -32,6 +33,7 @@ subset_bf16='*H=8 K=192*,*H=64 K=128*,*H=128 K=192*,CUDA graph*,PDL plan*'
 subset_mxfp8='*weights: H=8 K=128*,*weights: H=32 K=128*,*weights: H=128 K=192*,*NaN scale*,*padded pitches*'
 subset_oproj='*H=8 V=256*,*H=128 V=128*,*effective weights bitwise*H=8 V=256*,CUDA graph*fp8-block*,PDL plan*'
 ring_tiles=$(<tests/gpu/oproj_ring_tiles.txt)
+pre_tiles=$(<tests/gpu/oproj_pre_tiles.txt)
 wg_tiles=$(<tests/gpu/oproj_wg_tiles.txt)
 # suite binary | log name | environment (VAR=value, - for none) | spark's kernel name | CASES=subset filter
 suites=(
@@ -42,6 +44,7 @@ suites=(
   "test_gpu_mla_oproj|test_gpu_mla_oproj-stationary|SPARK_OPROJ_SCHEDULE=stationary|spark_mla_oproj|$subset_oproj"
   "test_gpu_mla_oproj|test_gpu_mla_oproj-ring|SPARK_OPROJ_TILES=$ring_tiles|spark_mla_oproj|$subset_oproj"
   "test_gpu_mla_oproj|test_gpu_mla_oproj-wg|SPARK_OPROJ_TILES=$wg_tiles|spark_mla_oproj|$subset_oproj"
+  "test_gpu_mla_oproj|test_gpu_mla_oproj-pre|SPARK_OPROJ_TILES=$pre_tiles|spark_mla_oproj|$subset_oproj"
 )
 
 failed=0

@@ -7,8 +7,7 @@
 // lanes' piece order, then each lane turns its pieces into bf16: the first kRegChunks chunks
 // into registers (the MMAs' A fragments), the rest into shared memory, expanded in place
 // within the warp's own region.  The product is the tiled kernel's
-// transposed one (out^T = W o^T; M <= 8 takes half the MMAs) with the same dequantisation, so
-// both kernels give the same bits.
+// transposed one (out^T = W o^T; M <= 8 takes half the MMAs) with the same dequantisation.
 #pragma once
 
 #include "mla_oproj.cuh"

@@ -35,11 +35,6 @@ constexpr int kStationaryMinBlocksM64 = 32;
 // tiles (bench/NOTES.md v27).
 constexpr int kFp8TiledMaxM = 128;
 constexpr int kFp8TiledMaxBlocks = 16;
-// At decode MXFP8 weights take the pre-converted tile (128 columns, L split two ways, half a
-// lane's chunks in registers, the next kernel released at entry) from this many blocks on
-// sm_90a: 0.89-1.00x the tiled tile's time at 64-128 heads with 128 or more blocks, where the
-// tile's 128-column CTAs fill the machine; block FP8 was flat or slower (bench/NOTES.md v34).
-constexpr int kPreDecodeMinBlocks = 128;
 constexpr int kL = 512;
 
 }  // namespace
@@ -66,7 +61,8 @@ int Tile::smem_bytes(const Key& key) const {
   if (stationary) return stationary_smem(stages, groups, key.out == OutDtype::kBf16 ? 2 : 1);
   if (pre) {
     // bf16 chunks in shared memory (16 bytes a lane a row a chunk), and the larger of the
-    // register chunks' FP8 staging (8 bytes each) and the partial sums.
+    // register chunks' FP8 staging (8 bytes each) with the scale words (4 bytes a lane a row
+    // per four chunks) and the partial sums.
     const int chunks = kL / ksplit / 32, lanes = threads();
     const int staging = reg_chunks * 4 * lanes * 8 + 4 * (chunks / 4) * lanes * 4, partials = ksplit * 16 * bn * 4;
     return (chunks - reg_chunks) * 4 * lanes * 16 + std::max(staging, partials);
@@ -192,13 +188,19 @@ Tile read_pre_tile(ItemReader& r) {
   const int chunks = kL / t.ksplit / 32;
   SPARK_CHECK(t.reg_chunks <= chunks, SPARK_ERROR_INVALID_ARGUMENT,
               "{}: REG must be at most a lane's {} L chunks (got {})", item, chunks, t.reg_chunks);
-  // Two CTAs an SM leave a lane 65536 / (2 x threads) registers (at most 255); a register
-  // chunk takes 16 of them and the rest of the kernel about 64.
-  const int lane_registers = std::min(255, 65536 / (2 * t.threads()));
+  // Two CTAs an SM leave a lane 65536 / (2 x threads) registers; a register chunk takes 16 of
+  // them and the rest of the kernel about 64, within 224 (ptxas spills from 11 chunks at 255).
+  const int lane_registers = std::min(224, 65536 / (2 * t.threads()));
   SPARK_CHECK(16 * t.reg_chunks + 64 <= lane_registers, SPARK_ERROR_INVALID_ARGUMENT,
               "{}: {} register chunks take {} registers a lane, and with the ~64 the rest needs more than the {} "
               "that two CTAs of {} threads leave",
               item, t.reg_chunks, 16 * t.reg_chunks, lane_registers, t.threads());
+  const int half_sm = half_sm_smem(arch_info("sm_90a").max_smem_per_block);
+  const int smem = Tile(t).smem_bytes(Key::of(1, 128, {1, 16}, WeightFormat::kMxfp8, OutDtype::kBf16, "sm_90a"));
+  SPARK_CHECK(smem <= half_sm, SPARK_ERROR_INVALID_ARGUMENT,
+              "{}: the tile needs {} bytes of shared memory, more than the {} of half an sm_90a SM (two of its CTAs "
+              "must fit one, with the next kernel's)",
+              item, smem, half_sm);
   return t;
 }
 
@@ -357,24 +359,6 @@ bool stationary_pays_at_decode(const Key& key) {
   return key.weights == WeightFormat::kBf16 && column_blocks(key) >= kStationaryDecodeMinBlocks;
 }
 
-// The pre-converted decode tile of the auto schedule (see kPreDecodeMinBlocks).
-Tile auto_pre_tile() {
-  Tile t;
-  t.pre = true;
-  t.bn = 128;
-  t.ksplit = 2;
-  t.reg_chunks = 4;
-  t.first = true;
-  return t;
-}
-
-// Whether it beats the tiled tile at decode: MXFP8 weights from kPreDecodeMinBlocks blocks,
-// on an arch where two of its CTAs fit an SM; as for the stationary kernel, never by the
-// output dtype.
-bool pre_pays_at_decode(const Key& key) {
-  return key.weights == WeightFormat::kMxfp8 && column_blocks(key) >= kPreDecodeMinBlocks &&
-         ring_fits(auto_pre_tile(), key);
-}
 
 // The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
 // (one team's epilogue and barriers run under the other's MMAs): from M = 1024, and past
@@ -404,10 +388,8 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     return e.tile;
   }
   if (key.regime.m_min <= 16) {
-    const bool automatic = tiling.schedule == Schedule::kAuto && wgmma;
-    if (automatic && stationary_pays_at_decode(key)) return builtin_stationary(key);
-    if (automatic && pre_pays_at_decode(key)) return auto_pre_tile();
-    return builtin_tiled(key);
+    const bool stationary = tiling.schedule == Schedule::kAuto && wgmma && stationary_pays_at_decode(key);
+    return stationary ? builtin_stationary(key) : builtin_tiled(key);
   }
   switch (tiling.schedule) {
     case Schedule::kTiled:

@@ -12,7 +12,7 @@
 namespace spark::oproj {
 
 // Bumped whenever the generator's output for some key changes meaning.
-inline constexpr int kGeneratorVersion = 8;
+inline constexpr int kGeneratorVersion = 7;
 // The kernel's __global__ function: kernel_symbol("mla_oproj") (core/key_name.h).
 inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 
@@ -50,10 +50,10 @@ struct Tile {
 
 // The schedule.  Auto, the default, takes per key what spark-bench measured fastest
 // (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel past M = 64, at M 17-64
-// where the heads give it enough CTAs, and at decode for many heads with bf16 weights, and
-// the pre-converted tile at decode for many heads with MXFP8 weights; below that the
-// persistent ring at M 17-32 and the tiled kernel at decode and 33-64; off sm_90a the tiled
-// kernel at decode, the ring at 17-32, then tiled.
+// where the heads give it enough CTAs, and at decode for many heads with bf16 weights; below
+// that the persistent ring at M 17-32 and the tiled kernel at decode and 33-64; off sm_90a the
+// tiled kernel at decode, the ring at 17-32, then tiled.  The pre-converted tile is reached
+// only through SPARK_OPROJ_TILES.
 // SPARK_OPROJ_SCHEDULE ("auto", "tiled" or "stationary") overrides it: tiled everywhere, or
 // stationary past decode (M > 16) on sm_90a and tiled at decode.  The rendered sources
 // differ, so the cache never mixes their entries.
@@ -94,7 +94,8 @@ struct Tiling {
 // ring has the registers for), BN 32 or 64, KSPLIT 4 or 8, at most 256 threads and KSPLIT 8
 // at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  pre: HI <= 16, BN 32, 64 or
 // 128, KSPLIT 1, 2 or 4 (a lane's L range whole 128-wide scale blocks), REG chunks of the
-// lane's in registers within what two CTAs an SM leave a lane (16 each, ~64 for the rest).  A
+// lane's in registers within what two CTAs an SM leave a lane (16 each, ~64 for the rest,
+// within 224).  A
 // tile's shared memory is checked against the arch when a key is rendered.
 std::vector<RegimeTile> parse_tile_override(std::string_view text);
 // SPARK_OPROJ_SCHEDULE and SPARK_OPROJ_TILES, read once; setting both is INVALID_ARGUMENT.

@@ -154,20 +154,15 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
       CHECK(tile(heads, v, r[2], w, "sm_90a").ksplit == 8);
     }
     CHECK(tile(16, 256, r[0], w, "sm_90a").bn == 64);
-    // MXFP8 from 128 blocks takes the pre-converted tile (128 columns, L two ways, four chunks
-    // in registers, the next kernel released at entry), for either output.
     for (const auto& [heads, v] :
          {std::pair{32, 256}, std::pair{64, 128}, std::pair{64, 256}, std::pair{128, 128}, std::pair{128, 256}}) {
-      const bool pre = w == WeightFormat::kMxfp8 && heads * v / 128 >= 128;
       for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3}) {
         const oproj::Tile t = oproj::tile_for(key(heads, v, r[0], w, out), Schedule::kAuto);
         CHECK(t.stationary == !fp8);
-        CHECK(is_tiled(t, 1) == (fp8 && !pre));
-        CHECK((t.pre == pre && (!pre || (t.bn == 128 && t.ksplit == 2 && t.reg_chunks == 4 && t.first))));
+        CHECK(is_tiled(t, 1) == fp8);
         CHECK(t.groups == 1);
       }
       CHECK(is_tiled(tile(heads, v, r[0], w, "sm_100a"), 1));
-      CHECK(is_tiled(oproj::tile_for(key(heads, v, r[0], w), Schedule::kTiled), 1));
     }
     // M 17-32: the ring below 64 (head, 128 columns) blocks (128 with FP8 weights).
     CHECK(is_ring(tile(32, 128, r[1], w, "sm_90a")));
@@ -591,7 +586,8 @@ TEST_CASE("SPARK_OPROJ_TILES pre-converted tiles: FP8 decode dequantised before 
       {"1-16:pre:96x2x4,17-8192:wg:10", "BN must be 32, 64 or 128"},
       {"1-16:pre:128x4x5,17-8192:wg:10", "REG must be at most a lane's 4 L chunks"},
       {"1-16:pre:128x4x1,17-8192:wg:10", "more than the 64 that two CTAs of 512 threads leave"},
-      {"1-16:pre:32x1x12,17-8192:wg:10", "more than the 255 that two CTAs of 32 threads leave"},
+      {"1-16:pre:32x1x11,17-8192:wg:10", "more than the 224 that two CTAs of 32 threads leave"},
+      {"1-16:pre:128x4x0,17-8192:wg:10", "163840 bytes of shared memory, more than the 115712 of half an sm_90a SM"},
       {"1-16:pre:128x2,17-8192:wg:10", "expected 'x' at its end"},
       {"1-16:pre:128x2x4g,17-8192:wg:10", "expected the end of the item"},
   };
@@ -603,26 +599,43 @@ TEST_CASE("SPARK_OPROJ_TILES pre-converted tiles: FP8 decode dequantised before 
   }
 }
 
-TEST_CASE("NVRTC compiles every pre-converted tile that fits two CTAs an SM on sm_90a, without spills") {
+TEST_CASE("NVRTC compiles every pre-converted tile the override admits on sm_90a, without spills") {
+  // Every BN x KSPLIT x REG the parser admits (the next kernel released past the wait; "f" at
+  // each shape's largest REG), block FP8 with bf16 output and MXFP8 with e4m3 output.
   std::vector<oproj::RenderedSource> sources;
+  int tiles = 0;
   for (int bn : {32, 64, 128})
     for (int ksplit : {1, 2, 4})
-      for (int reg : {0, 2, 4})
+      for (int reg = 0; reg <= 512 / ksplit / 32; ++reg)
         for (const char* first : {"", "f"}) {
           oproj::Tiling tiling;
           try {
             tiling = oproj::Tiling(
                 oproj::parse_tile_override(fmt::format("1-16:pre:{}x{}x{}{},17-8192:wg:10", bn, ksplit, reg, first)));
           } catch (const Error&) {
-            continue;
+            continue;  // a tile the override refuses (registers, or shared memory for two CTAs an SM)
           }
+          const bool widest = [&] {
+            try {
+              oproj::parse_tile_override(fmt::format("1-16:pre:{}x{}x{},17-8192:wg:10", bn, ksplit, reg + 1));
+              return false;
+            } catch (const Error&) {
+              return true;
+            }
+          }();
+          if (*first && !widest) continue;
+          ++tiles;
           for (const auto& [w, out] : {std::pair{WeightFormat::kFp8Block128, OutDtype::kBf16},
                                        std::pair{WeightFormat::kMxfp8, OutDtype::kE4m3}}) {
             const Key k = key(8, 256, {1, 16}, w, out);
-            if (oproj::tile_for(k, tiling).pre) sources.push_back(oproj::render(k, tiling));
+            REQUIRE(oproj::tile_for(k, tiling).pre);
+            sources.push_back(oproj::render(k, tiling));
           }
         }
-  MESSAGE(sources.size() << " pre-converted kernels");
-  CHECK(sources.size() >= 16);
+  // At BN 32 and 64: REG 0..10 (KSPLIT 1), 0..8 (2), 0..4 (4), by registers; at BN 128 the
+  // chunks left in shared memory must fit half an SM: REG 6..10 (KSPLIT 1), 3..4 (2), none at
+  // KSPLIT 4 (512 threads, no register chunks); and one "f" tile per shape.
+  CHECK(tiles == 2 * (11 + 9 + 5) + 5 + 2 + 8);
+  CHECK(sources.size() == 2 * static_cast<size_t>(tiles));
   compile_each(sources, [](const oproj::RenderedSource&, const CompiledKernel& c) { CHECK(c.resources.local_bytes == 0); });
 }
