@@ -196,10 +196,10 @@ Tile read_pre_tile(ItemReader& r) {
               "that two CTAs of {} threads leave",
               item, t.reg_chunks, 16 * t.reg_chunks, lane_registers, t.threads());
   const int half_sm = half_sm_smem(arch_info("sm_90a").max_smem_per_block);
-  const int smem = Tile(t).smem_bytes(Key::of(1, 128, {1, 16}, WeightFormat::kMxfp8, OutDtype::kBf16, "sm_90a"));
+  const int smem = t.smem_bytes(Key::of(1, 128, {1, 16}, WeightFormat::kMxfp8, OutDtype::kBf16, "sm_90a"));
   SPARK_CHECK(smem <= half_sm, SPARK_ERROR_INVALID_ARGUMENT,
-              "{}: the tile needs {} bytes of shared memory, more than the {} of half an sm_90a SM (two of its CTAs "
-              "must fit one, with the next kernel's)",
+              "{}: the tile needs {} bytes of shared memory, more than the {} of half an sm_90a SM (one of its CTAs "
+              "and one of the next kernel's must share an SM)",
               item, smem, half_sm);
   return t;
 }
@@ -358,7 +358,6 @@ bool stationary_pays(const Key& key) {
 bool stationary_pays_at_decode(const Key& key) {
   return key.weights == WeightFormat::kBf16 && column_blocks(key) >= kStationaryDecodeMinBlocks;
 }
-
 
 // The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
 // (one team's epilogue and barriers run under the other's MMAs): from M = 1024, and past

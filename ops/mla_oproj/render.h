@@ -95,8 +95,8 @@ struct Tiling {
 // at 256 (registers; so BN 64 has no ring yet), STAGES 2..4.  pre: HI <= 16, BN 32, 64 or
 // 128, KSPLIT 1, 2 or 4 (a lane's L range whole 128-wide scale blocks), REG chunks of the
 // lane's in registers within what two CTAs an SM leave a lane (16 each, ~64 for the rest,
-// within 224).  A
-// tile's shared memory is checked against the arch when a key is rendered.
+// within 224), and the tile's shared memory within half an sm_90a SM.  A tile's shared
+// memory is checked against the arch when a key is rendered.
 std::vector<RegimeTile> parse_tile_override(std::string_view text);
 // SPARK_OPROJ_SCHEDULE and SPARK_OPROJ_TILES, read once; setting both is INVALID_ARGUMENT.
 const Tiling& active_tiling();

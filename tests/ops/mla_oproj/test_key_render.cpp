@@ -632,7 +632,7 @@ TEST_CASE("NVRTC compiles every pre-converted tile the override admits on sm_90a
             sources.push_back(oproj::render(k, tiling));
           }
         }
-  // At BN 32 and 64: REG 0..10 (KSPLIT 1), 0..8 (2), 0..4 (4), by registers; at BN 128 the
+  // At BN 32 and 64: REG 0..10 (KSPLIT 1, by registers), 0..8 (2), 0..4 (4) (a lane's chunks); at BN 128 the
   // chunks left in shared memory must fit half an SM: REG 6..10 (KSPLIT 1), 3..4 (2), none at
   // KSPLIT 4 (512 threads, no register chunks); and one "f" tile per shape.
   CHECK(tiles == 2 * (11 + 9 + 5) + 5 + 2 + 8);
