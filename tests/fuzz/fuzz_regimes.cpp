@@ -50,9 +50,10 @@ void check_oproj(std::string_view text) {
     if (t.threads() < 32 || t.threads() > 512 || t.bm() < 16 || t.bm() > 64) __builtin_trap();
     if (t.ring && (e.regime.m_max > 32 || t.threads() > 256 || t.stages < 2 || t.stages > 4)) __builtin_trap();
     if (t.ring && t.tm != (e.regime.m_max > 16 ? 2 : 1)) __builtin_trap();
+    if (t.pre && (e.regime.m_max > 16 || t.reg_chunks < 0 || t.reg_chunks > 512 / 32 / t.ksplit)) __builtin_trap();
     if (t.describe().empty()) __builtin_trap();
-    // The tile a key of the regime gets (a ring or wg tile that does not fit the arch falls
-    // back to the built-in tiled one): a ring within half an SM; on sm_90a every admitted
+    // The tile a key of the regime gets (a ring, pre or wg tile that does not fit the arch falls
+    // back to the built-in tiled one): a ring or pre tile within half an SM; on sm_90a every admitted
     // tile within the arch (on sm_86 a large tiled one is refused when rendered).
     const spark::oproj::Tiling tiling(table);
     for (const spark::WeightFormat w : {spark::WeightFormat::kBf16, spark::WeightFormat::kMxfp8})
@@ -63,6 +64,8 @@ void check_oproj(std::string_view text) {
           const int smem = u.smem_bytes(key);
           if (smem <= 0 || (per_block == 232448 && smem > per_block)) __builtin_trap();
           if (u.ring && 2 * (smem + 1024) > per_block + 1024) __builtin_trap();
+          // A pre-converted tile: FP8 weights only, two CTAs an SM.
+          if (u.pre && (w == spark::WeightFormat::kBf16 || 2 * (smem + 1024) > per_block + 1024)) __builtin_trap();
         }
   }
 }
