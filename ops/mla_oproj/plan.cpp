@@ -5,7 +5,6 @@
 #include "core/c_enum.h"
 #include "core/error.h"
 #include "ops/common/regime_kernel.h"
-#include "ops/common/schedule.h"
 #include "ops/mla_oproj/validate.h"
 #include "runtime/launch.h"
 
@@ -50,10 +49,10 @@ void Plan::run(const spark_mla_oproj_args* args, CUstream stream) {
   LaunchSpec launch_spec;
   p.m_chunks = 1;
   if (tile.stationary) {
-    // A CTA per (head, column block, M chunk): each copies its weights once.  Its teams
-    // take its tiles in turn, so the chunks are counted in rounds of one tile per team.
-    const long long rounds = (tiles_m + tile.groups - 1) / tile.groups;
-    p.m_chunks = static_cast<int>(stationary_m_chunks(blocks, rounds, k.resident_ctas));
+    // A CTA per (head, column block, M chunk): each copies its weights once, and its teams
+    // take its tiles in turn.
+    p.m_chunks =
+        static_cast<int>(stationary_chunks(tile, rendered.op_key.weights, blocks, tiles_m, k.resident_ctas));
     launch_spec.grid_x = static_cast<unsigned>(blocks * p.m_chunks);
   } else if (tile.ring) {
     // Half the CTAs the device holds (one an SM: the tile fits two), each walking a range

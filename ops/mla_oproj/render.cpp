@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "jit/arch.h"
 #include "ops/common/regime_text.h"
+#include "ops/common/schedule.h"
 
 namespace spark::oproj {
 
@@ -17,9 +18,11 @@ constexpr int kWgStages = 10;
 constexpr int kWgTeamStages = 5;
 constexpr int kWgTeamsFromM = 1024;
 // Below M = 1024 two teams pay from this many (head, 128 columns) blocks, where each CTA
-// keeps several tiles (bench/NOTES.md v24); with FP8 weights past M = 128 already from
+// keeps several tiles (bench/NOTES.md v24): at M 65-128 from kWgTeamsMinBlocks, past
+// M = 128 from kWgTeamsMinBlocksPast128 (v35); with FP8 weights past M = 128 already from
 // kFp8TeamsMinBlocks, since the teams also split the slice's dequantisation (v28).
 constexpr int kWgTeamsMinBlocks = 64;
+constexpr int kWgTeamsMinBlocksPast128 = 32;
 constexpr int kFp8TeamsMinBlocks = 16;
 // At decode the stationary kernel's decode form beats the tiled tile from this many blocks
 // with bf16 weights, with either output (bench/NOTES.md v25).
@@ -360,13 +363,15 @@ bool stationary_pays_at_decode(const Key& key) {
 }
 
 // The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
-// (one team's epilogue and barriers run under the other's MMAs): from M = 1024, and past
-// M = 64 from 64 blocks; with fewer tiles a CTA, one team and its deeper ring fetch a tile
-// sooner.  FP8 weights past M = 128 take two teams from 16 blocks: each team converts half
-// of every weight row before the wait, so the slice's flat dequantisation halves too.
+// (one team's epilogue and barriers run under the other's MMAs): from M = 1024, past
+// M = 128 from 32 blocks and at M 65-128 from 64; with fewer tiles a CTA, one team and its
+// deeper ring fetch a tile sooner.  FP8 weights past M = 128 take two teams from 16 blocks:
+// each team converts half of every weight row before the wait, so the slice's flat
+// dequantisation halves too.
 Tile builtin_stationary(const Key& key) {
   const bool fp8 = key.weights != WeightFormat::kBf16;
-  const int teams_min_blocks = fp8 && key.regime.m_min > kFp8TiledMaxM ? kFp8TeamsMinBlocks : kWgTeamsMinBlocks;
+  const bool past128 = key.regime.m_min > kFp8TiledMaxM;
+  const int teams_min_blocks = !past128 ? kWgTeamsMinBlocks : fp8 ? kFp8TeamsMinBlocks : kWgTeamsMinBlocksPast128;
   const bool many_tiles = key.regime.m_min >= kWgTeamsFromM ||
                           (key.regime.m_min > 64 && column_blocks(key) >= teams_min_blocks);
   return many_tiles ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
@@ -404,6 +409,19 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
     }
   }
   return builtin_tiled(key);
+}
+
+long long stationary_chunks(const Tile& tile, WeightFormat weights, long long blocks, long long tiles_m,
+                            long long resident) {
+  // Rounds of a tile a team give each team a tile in every CTA; but where they leave SMs idle
+  // that one team's count would fill, and that count still gives each CTA more tiles than
+  // teams (a second round), it takes a tile off the critical path (bench/NOTES.md v35: 32
+  // blocks at M 577-768, 96 CTAs of four tiles against 128 of three).
+  const long long rounds = (tiles_m + tile.groups - 1) / tile.groups;
+  const long long by_rounds = stationary_m_chunks(blocks, rounds, resident);
+  if (tile.groups == 1 || weights != WeightFormat::kBf16) return by_rounds;
+  const long long by_tiles = stationary_m_chunks(blocks, tiles_m, resident);
+  return by_tiles > by_rounds && (tiles_m + by_tiles - 1) / by_tiles > tile.groups ? by_tiles : by_rounds;
 }
 
 RenderedSource render(const Key& key, const Tiling& tiling) {

@@ -12,7 +12,7 @@
 namespace spark::oproj {
 
 // Bumped whenever the generator's output for some key changes meaning.
-inline constexpr int kGeneratorVersion = 7;
+inline constexpr int kGeneratorVersion = 8;
 // The kernel's __global__ function: kernel_symbol("mla_oproj") (core/key_name.h).
 inline constexpr const char* kKernelEntryName = "spark_mla_oproj";
 
@@ -109,6 +109,14 @@ std::vector<MRegime> regimes_up_to(int max_m, const Tiling& tiling = active_tili
 // The tile of a key, as the tiling's schedule says (a schedule an arch cannot run falls back
 // to the tiled tile, which every arch has: mma.sync and room for it).
 Tile tile_for(const Key& key, const Tiling& tiling = active_tiling());
+
+// The M chunks a stationary launch splits each (head, 128 columns) block into, at M tiles
+// of 64 rows, `resident` CTAs on the device: as ops/common/schedule.h counts them in rounds
+// of one tile a team; with bf16 weights and several teams, one team's count where that
+// gives more CTAs, each with more tiles than teams (FP8 weights keep the rounds: each CTA
+// dequantises its whole slice).
+long long stationary_chunks(const Tile& tile, WeightFormat weights, long long blocks, long long tiles_m,
+                            long long resident);
 
 struct RenderedSource : KernelSpec {
   Key op_key;

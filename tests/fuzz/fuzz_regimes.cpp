@@ -66,6 +66,14 @@ void check_oproj(std::string_view text) {
           if (u.ring && 2 * (smem + 1024) > per_block + 1024) __builtin_trap();
           // A pre-converted tile: FP8 weights only, two CTAs an SM.
           if (u.pre && (w == spark::WeightFormat::kBf16 || 2 * (smem + 1024) > per_block + 1024)) __builtin_trap();
+          // A stationary launch's M chunks at the regime's ends: 1..tiles, none empty.
+          if (!u.stationary) continue;
+          for (const int m : {e.regime.m_min, e.regime.m_max}) {
+            const long long tiles = (m + u.bm() - 1) / u.bm();
+            const long long chunks = spark::oproj::stationary_chunks(u, w, 16, tiles, 132);
+            if (chunks < 1 || chunks > tiles || (chunks - 1) * ((tiles + chunks - 1) / chunks) >= tiles)
+              __builtin_trap();
+          }
         }
   }
 }

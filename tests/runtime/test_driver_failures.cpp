@@ -836,12 +836,12 @@ TEST_CASE("oproj: the launch shape and parameters of every regime, with PDL when
         CHECK(l.shared_mem_bytes == static_cast<unsigned>(tile.smem_bytes(key)));
         CHECK(l.shared_mem_bytes <= 232448u);
         // A CTA per (head, column block, M tile); the stationary schedule one per (head,
-        // column block, M chunk), as many chunks as the device (1 CTA per SM here) needs, in
-        // rounds of one tile per team; a ring half the CTAs the device holds (at most one per
-        // unit).
+        // column block, M chunk), as many chunks as the device (1 CTA per SM here) needs for
+        // its teams; a ring half the CTAs the device holds (at most one per unit).
         const long long blocks = 1ll * kHeads * (kOprojV / tile.bn), tiles_m = (m + tile.bm() - 1) / tile.bm();
-        const long long rounds = (tiles_m + tile.groups - 1) / tile.groups;
-        const long long chunks = tile.stationary ? spark::stationary_m_chunks(blocks, rounds, FAKE_CUDA_SM_COUNT) : 1;
+        const long long chunks =
+            tile.stationary ? spark::oproj::stationary_chunks(tile, key.weights, blocks, tiles_m, FAKE_CUDA_SM_COUNT)
+                            : 1;
         const long long ring_grid = std::min(blocks, std::max(1LL, FAKE_CUDA_SM_COUNT / 2LL));
         CHECK(static_cast<long long>(l.grid[0]) ==
               (tile.stationary ? blocks * chunks : tile.ring ? ring_grid : blocks * tiles_m));

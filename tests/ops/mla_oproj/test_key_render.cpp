@@ -13,6 +13,7 @@
 #include "core/key_name.h"
 #include "jit/arch.h"
 #include "jit/compile.h"
+#include "ops/common/schedule.h"
 #include "ops/mla_oproj/key.h"
 #include "ops/mla_oproj/render.h"
 
@@ -174,8 +175,8 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
     CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
     // Past M = 64: stationary at any head count (at M 65-128 with FP8 weights from 17
-    // (head, 128 columns) blocks, tiled below); two teams from M = 1024, and from 64 blocks
-    // below it (16 with FP8 weights past M = 128).
+    // (head, 128 columns) blocks, tiled below); two teams from M = 1024, past M = 128 from 32
+    // blocks (16 with FP8 weights) and at M 65-128 from 64.
     for (int v : {128, 256}) {
       for (int heads : {1, 2048 / v}) CHECK(tile(heads, v, r[3], w, "sm_90a").stationary == !fp8);
       CHECK(is_tiled(tile(2048 / v, v, r[3], w, "sm_90a"), 2) == fp8);
@@ -185,8 +186,9 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
       CHECK(tile(1, v, r[4], w, "sm_90a").stationary);
       CHECK(tile(1, v, r[4], w, "sm_90a").groups == 1);
       CHECK(tile(8192 / v, v, r[4], w, "sm_90a").groups == 2);
-      // At M 129-1023 FP8 weights take two teams from 16 blocks, bf16 weights from 64.
-      CHECK(tile(4096 / v, v, r[4], w, "sm_90a").groups == (fp8 ? 2 : 1));
+      // At M 129-1023 FP8 weights take two teams from 16 blocks, bf16 weights from 32.
+      CHECK(tile(4096 / v, v, r[4], w, "sm_90a").groups == 2);
+      CHECK(tile(4096 / v - 1, v, r[4], w, "sm_90a").groups == (fp8 ? 2 : 1));
       CHECK(tile(2048 / v, v, r[4], w, "sm_90a").groups == (fp8 ? 2 : 1));
       CHECK(tile(1024 / v, v, r[4], w, "sm_90a").groups == 1);
       CHECK(tile(1, v, r[5], w, "sm_90a").stationary);
@@ -639,3 +641,36 @@ TEST_CASE("NVRTC compiles every pre-converted tile the override admits on sm_90a
   CHECK(sources.size() == 2 * static_cast<size_t>(tiles));
   compile_each(sources, [](const oproj::RenderedSource&, const CompiledKernel& c) { CHECK(c.resources.local_bytes == 0); });
 }
+
+TEST_CASE("a stationary launch's M chunks: rounds of a tile a team, or one team's where that fills idle SMs") {
+  oproj::Tile one, two;
+  one.stationary = two.stationary = true;
+  two.groups = 2;
+  const auto chunks = [](const oproj::Tile& t, WeightFormat w, long long blocks, long long tiles) {
+    return oproj::stationary_chunks(t, w, blocks, tiles, 132);
+  };
+  for (WeightFormat w : {WeightFormat::kBf16, WeightFormat::kMxfp8, WeightFormat::kFp8Block128}) {
+    CAPTURE(static_cast<int>(w));
+    const bool bf16 = w == WeightFormat::kBf16;
+    // One team: the plain count (16 blocks at M = 1024: eight chunks of two tiles).
+    CHECK(chunks(one, w, 16, 16) == spark::stationary_m_chunks(16, 16, 132));
+    CHECK(chunks(one, w, 16, 16) == 8);
+    // 32 blocks at M = 256 (four tiles): 64 CTAs of a round, not 128 with a team idle.
+    CHECK(chunks(two, w, 32, 4) == 2);
+    // 32 blocks at M = 768 (12 tiles): rounds give 96 CTAs of four tiles; with bf16 weights
+    // 128 of three, as one team would run (FP8 weights: each CTA dequantises its slice).
+    CHECK(chunks(two, w, 32, 12) == (bf16 ? 4 : 3));
+    // Where the rounds give more CTAs, they stay: 88 blocks at M = 512.
+    CHECK(chunks(two, w, 88, 8) == 4);
+    // A full device keeps a block's tiles together: H = 128, V = 128 at M = 4096.
+    CHECK(chunks(two, w, 128, 64) == 1);
+    // Never more chunks than tiles, never an empty chunk.
+    for (long long blocks : {1, 8, 22, 32, 44, 128, 256})
+      for (long long tiles : {1, 2, 3, 7, 12, 16, 128}) {
+        const long long c = chunks(two, w, blocks, tiles);
+        CHECK((c >= 1 && c <= tiles));
+        CHECK((c - 1) * ((tiles + c - 1) / c) < tiles);
+      }
+  }
+}
+
