@@ -414,7 +414,7 @@ Tile tile_for(const Key& key, const Tiling& tiling) {
 long long stationary_chunks(const Tile& tile, WeightFormat weights, long long blocks, long long tiles_m,
                             long long resident) {
   // Rounds of a tile a team give each team a tile in every CTA; but where they leave SMs idle
-  // that one team's count would fill, and that count still gives each CTA more tiles than
+  // that one team's count would fill, and that count's chunks still hold more tiles than
   // teams (a second round), it takes a tile off the critical path (bench/NOTES.md v35: 32
   // blocks at M 577-768, 96 CTAs of four tiles against 128 of three).
   const long long rounds = (tiles_m + tile.groups - 1) / tile.groups;

@@ -113,7 +113,7 @@ Tile tile_for(const Key& key, const Tiling& tiling = active_tiling());
 // The M chunks a stationary launch splits each (head, 128 columns) block into, at M tiles
 // of 64 rows, `resident` CTAs on the device: as ops/common/schedule.h counts them in rounds
 // of one tile a team; with bf16 weights and several teams, one team's count where that
-// gives more CTAs, each with more tiles than teams (FP8 weights keep the rounds: each CTA
+// gives more CTAs, in chunks of more tiles than teams (FP8 weights keep the rounds: each CTA
 // dequantises its whole slice).
 long long stationary_chunks(const Tile& tile, WeightFormat weights, long long blocks, long long tiles_m,
                             long long resident);
