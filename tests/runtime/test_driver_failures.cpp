@@ -757,6 +757,64 @@ void prewarm_oproj() {
   (void)done;
 }
 
+TEST_CASE("oproj: two teams' M chunks: one team's count with bf16 weights where it fills idle SMs, rounds with FP8") {
+  // 16 heads at V = 256: 32 (head, 128 columns) blocks, two teams past M = 128 with either
+  // weights.  At M = 768 (12 tiles of 64 rows) rounds of a tile a team give 3 chunks (96 CTAs
+  // of four tiles); with bf16 weights one team's count, 4 chunks of three tiles, fills 128 of
+  // the 132 SMs.  FP8 weights keep the rounds (each CTA dequantises its whole slice).
+  Books books;
+  fake_cuda_record_param_bytes(sizeof(spark::MlaOprojParams));
+  Context ctx;
+  REQUIRE_OK(create_context(ctx));
+  constexpr int kH = 16, kM = 768;
+  for (const spark_weight_format w : {SPARK_WEIGHTS_BF16, SPARK_WEIGHTS_MXFP8}) {
+    CAPTURE(w);
+    spark_mla_oproj_desc d = oproj_desc(SPARK_DTYPE_BF16);
+    d.heads = kH;
+    d.weight_format = w;
+    spark::oproj::Key key = oproj_key(d, kM);
+    key.weights = w == SPARK_WEIGHTS_BF16 ? spark::WeightFormat::kBf16 : spark::WeightFormat::kMxfp8;
+    const spark::oproj::Tile tile = spark::oproj::tile_for(key);
+    // The built-in schedule gives both two teams; a tuning override may not.
+    if (!std::getenv("SPARK_OPROJ_TILES") && !std::getenv("SPARK_OPROJ_SCHEDULE"))
+      REQUIRE((tile.stationary && tile.groups == 2));
+    if (!(tile.stationary && tile.groups == 2)) {
+      MESSAGE("M = 768 takes " << tile.describe() << " under this tiling: no teams to check");
+      continue;
+    }
+    const spark_mla_qproj_plan_options o{sizeof(spark_mla_qproj_plan_options), kM, 1, 0};
+    OprojPlan plan;
+    REQUIRE_OK(spark_mla_oproj_plan_create(ctx.h, &d, &o, &plan.h));
+    spark_mla_oproj_args a = SPARK_MLA_OPROJ_ARGS_INIT;
+    a.m = kM;
+    a.o = reinterpret_cast<const void*>(kO);
+    a.o_stride_m = int64_t{kH} * kOprojL;
+    a.o_stride_h = kOprojL;
+    a.w = reinterpret_cast<const void*>(kWuv + 2 * 128 * kOprojL);
+    a.w_stride_h = int64_t{128 + kOprojV} * kOprojL;
+    a.w_stride_v = kOprojL;
+    if (w == SPARK_WEIGHTS_MXFP8) {
+      a.w_scale = reinterpret_cast<const void*>(kOutScale);
+      a.w_scale_stride_h = int64_t{128 + kOprojV} * (kOprojL / 32);
+      a.w_scale_stride_v = kOprojL / 32;
+    }
+    a.out = reinterpret_cast<void*>(kOprojOut);
+    a.out_stride_m = int64_t{kH} * kOprojV;
+    REQUIRE_OK(spark_mla_oproj_run(plan.h, &a, reinterpret_cast<spark_stream>(uintptr_t{0x7000})));
+    fake_cuda_launch l;
+    REQUIRE(fake_cuda_last_launch(&l) == 1);
+    CHECK(l.block[0] == 256u);  // two teams of 128 threads
+    const unsigned chunks = w == SPARK_WEIGHTS_BF16 ? 4 : 3;
+    CHECK(l.grid[0] == 32 * chunks);
+    REQUIRE(l.param_bytes == sizeof(spark::MlaOprojParams));
+    spark::MlaOprojParams p;
+    std::memcpy(&p, l.params, sizeof p);
+    CHECK(p.m_chunks == static_cast<int>(chunks));
+  }
+  ctx.destroy();
+  books.check_balanced();
+}
+
 TEST_CASE("oproj: a load failing, a launch failing, a lazy plan on a capturing stream") {
   prewarm_oproj();
   Books books;
