@@ -11,8 +11,9 @@
 # with CASES=subset a part of them that still reaches every kernel family (per-tile decode
 # tiles with and without K chunks, flat copies, the weight-stationary mma.sync and wgmma
 # kernels, the ring and pre-converted tiles under their tables; bf16 and FP8 weights; bf16
-# and e4m3 output; pitched views, graphs, PDL) at every M of the suites.  memcheck, synccheck and initcheck instrument only spark's kernels
-# (spark_mla_qproj, spark_mla_oproj; cuBLAS's reference kernels run as they are;
+# and e4m3 output; pitched views, graphs, PDL) at every M of the suites.  memcheck, synccheck
+# and initcheck instrument only spark's kernels (spark_mla_qproj, spark_mla_oproj; cuBLAS's
+# reference kernels run as they are;
 # the harness writes every buffer it reads back, so initcheck has nothing to say about
 # them).  racecheck cannot take that filter (compute-sanitizer 2025.3 stops with "Internal
 # Sanitizer Error: The Sanitizer failed to handle a hardware exception" on the first
