@@ -703,19 +703,24 @@ spark_mla_oproj_desc oproj_desc(spark_dtype out) {
   return d;
 }
 
-// o [M, H, L] token-major; W_UV the last V rows of each head of kv_b_proj [H * (128 + V), L];
-// out [M, H * V].
+// o [M, H, L] token-major; W_UV the last V rows of each head of kv_b_proj [H * (128 + V), L]
+// (MXFP8: its scales [H * (128 + V), L / 32]); out [M, H * V].
 spark_mla_oproj_args oproj_args(const spark_mla_oproj_desc& d, int m) {
   spark_mla_oproj_args a = SPARK_MLA_OPROJ_ARGS_INIT;
   a.m = m;
   a.o = reinterpret_cast<const void*>(kO);
-  a.o_stride_m = int64_t{kHeads} * kOprojL;
+  a.o_stride_m = int64_t{d.heads} * kOprojL;
   a.o_stride_h = kOprojL;
   a.w = reinterpret_cast<const void*>(kWuv + 2 * 128 * kOprojL);
   a.w_stride_h = int64_t{128 + kOprojV} * kOprojL;
   a.w_stride_v = kOprojL;
+  if (d.weight_format == SPARK_WEIGHTS_MXFP8) {
+    a.w_scale = reinterpret_cast<const void*>(kOutScale);
+    a.w_scale_stride_h = int64_t{128 + kOprojV} * (kOprojL / 32);
+    a.w_scale_stride_v = kOprojL / 32;
+  }
   a.out = reinterpret_cast<void*>(kOprojOut);
-  a.out_stride_m = int64_t{kHeads} * kOprojV;
+  a.out_stride_m = int64_t{d.heads} * kOprojV;
   if (d.out_dtype == SPARK_DTYPE_E4M3) a.out_scale = reinterpret_cast<const float*>(kOutScale);
   return a;
 }
@@ -734,7 +739,7 @@ spark_status run_oproj(const OprojPlan& plan, const spark_mla_oproj_desc& d, int
 spark::oproj::Key oproj_key(const spark_mla_oproj_desc& d, int m) {
   for (const spark::MRegime& r : spark::oproj::regimes())
     if (r.contains(m))
-      return spark::oproj::Key::of(d.heads, d.v_head_dim, r, spark::WeightFormat::kBf16,
+      return spark::oproj::Key::of(d.heads, d.v_head_dim, r, static_cast<spark::WeightFormat>(d.weight_format),
                                    d.out_dtype == SPARK_DTYPE_BF16 ? spark::OutDtype::kBf16 : spark::OutDtype::kE4m3,
                                    "sm_90a", d.latent_dim);
   FAIL("no regime covers m = " << m);
@@ -772,9 +777,7 @@ TEST_CASE("oproj: two teams' M chunks: one team's count with bf16 weights where 
     spark_mla_oproj_desc d = oproj_desc(SPARK_DTYPE_BF16);
     d.heads = kH;
     d.weight_format = w;
-    spark::oproj::Key key = oproj_key(d, kM);
-    key.weights = w == SPARK_WEIGHTS_BF16 ? spark::WeightFormat::kBf16 : spark::WeightFormat::kMxfp8;
-    const spark::oproj::Tile tile = spark::oproj::tile_for(key);
+    const spark::oproj::Tile tile = spark::oproj::tile_for(oproj_key(d, kM));
     // The built-in schedule gives both two teams; a tuning override may not.
     if (!std::getenv("SPARK_OPROJ_TILES") && !std::getenv("SPARK_OPROJ_SCHEDULE"))
       REQUIRE((tile.stationary && tile.groups == 2));
@@ -785,22 +788,7 @@ TEST_CASE("oproj: two teams' M chunks: one team's count with bf16 weights where 
     const spark_mla_qproj_plan_options o{sizeof(spark_mla_qproj_plan_options), kM, 1, 0};
     OprojPlan plan;
     REQUIRE_OK(spark_mla_oproj_plan_create(ctx.h, &d, &o, &plan.h));
-    spark_mla_oproj_args a = SPARK_MLA_OPROJ_ARGS_INIT;
-    a.m = kM;
-    a.o = reinterpret_cast<const void*>(kO);
-    a.o_stride_m = int64_t{kH} * kOprojL;
-    a.o_stride_h = kOprojL;
-    a.w = reinterpret_cast<const void*>(kWuv + 2 * 128 * kOprojL);
-    a.w_stride_h = int64_t{128 + kOprojV} * kOprojL;
-    a.w_stride_v = kOprojL;
-    if (w == SPARK_WEIGHTS_MXFP8) {
-      a.w_scale = reinterpret_cast<const void*>(kOutScale);
-      a.w_scale_stride_h = int64_t{128 + kOprojV} * (kOprojL / 32);
-      a.w_scale_stride_v = kOprojL / 32;
-    }
-    a.out = reinterpret_cast<void*>(kOprojOut);
-    a.out_stride_m = int64_t{kH} * kOprojV;
-    REQUIRE_OK(spark_mla_oproj_run(plan.h, &a, reinterpret_cast<spark_stream>(uintptr_t{0x7000})));
+    REQUIRE_OK(run_oproj(plan, d, kM, reinterpret_cast<spark_stream>(uintptr_t{0x7000})));
     fake_cuda_launch l;
     REQUIRE(fake_cuda_last_launch(&l) == 1);
     CHECK(l.block[0] == 256u);  // two teams of 128 threads
