@@ -17,27 +17,26 @@ namespace {
 constexpr int kWgStages = 10;
 constexpr int kWgTeamStages = 5;
 constexpr int kWgTeamsFromM = 1024;
-// Below M = 1024 two teams pay from this many (head, 128 columns) blocks, where each CTA
-// keeps several tiles (bench/NOTES.md v24): at M 65-128 from kWgTeamsMinBlocks, past
-// M = 128 from kWgTeamsMinBlocksPast128 (v35); with FP8 weights past M = 128 already from
-// kFp8TeamsMinBlocks, since the teams also split the slice's dequantisation (v28).
-constexpr int kWgTeamsMinBlocks = 64;
-constexpr int kWgTeamsMinBlocksPast128 = 32;
-constexpr int kFp8TeamsMinBlocks = 16;
+// The regime boundaries between M = 128 and 1024: two teams pay from fewer blocks as M
+// grows, from fewer with FP8 weights than with bf16, and FP8 weights at few heads stay tiled
+// up to kFp8SplitM (bench/NOTES.md v36).
+constexpr int kFp8SplitM = 256;
+constexpr int kBf16SplitM = 512;
 // At decode the stationary kernel's decode form beats the tiled tile from this many blocks
 // with bf16 weights, with either output (bench/NOTES.md v25).
 constexpr int kStationaryDecodeMinBlocks = 64;
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
 // kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
-// M = 64 it pays but for the FP8 case below (bench/NOTES.md v21).
+// M = 64 it pays but for the FP8 cases below (bench/NOTES.md v21).
 constexpr int kStationaryMinBlocksM32 = 64;
 constexpr int kStationaryMinBlocksM64 = 32;
-// Up to M = kFp8TiledMaxM (a regime boundary) FP8 weights stay tiled up to this many blocks:
-// the stationary kernel's whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on an
-// H100) costs more there than the tiled kernel's re-reading of the weights by four 32-row
-// tiles (bench/NOTES.md v27).
+// FP8 weights stay tiled up to M = 128 with up to 16 blocks and up to M = kFp8SplitM with up
+// to 8: the stationary kernel's whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on
+// an H100) costs more there than the tiled kernel's re-reading of the weights by 32-row
+// tiles (bench/NOTES.md v27, v36).
 constexpr int kFp8TiledMaxM = 128;
 constexpr int kFp8TiledMaxBlocks = 16;
+constexpr int kFp8TiledMaxBlocksToSplit = 8;
 constexpr int kL = 512;
 
 }  // namespace
@@ -108,7 +107,9 @@ const std::vector<MRegime> kBuiltinRegimes{{1, 16},
                                            {17, 32},
                                            {33, 64},
                                            {65, kFp8TiledMaxM},
-                                           {kFp8TiledMaxM + 1, kWgTeamsFromM - 1},
+                                           {kFp8TiledMaxM + 1, kFp8SplitM},
+                                           {kFp8SplitM + 1, kBf16SplitM},
+                                           {kBf16SplitM + 1, kWgTeamsFromM - 1},
                                            {kWgTeamsFromM, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
@@ -342,14 +343,19 @@ bool ring_fits(const Tile& t, const Key& key) {
 int column_blocks(const Key& key) { return key.heads * key.v / 128; }
 
 // Whether the stationary kernel beats the others for a key past decode (bench/NOTES.md v21,
-// v27).  It keeps one CTA per 128 columns of a head per M chunk and loads (FP8: dequantises,
-// row by row) that head's whole weight slice before its first MMA, a fixed cost that up to
-// M = 64 only many CTAs hide (up to M = 128 with FP8 weights); the ring reads each weight
-// once for all of M 17-32.
+// v27, v36).  It keeps one CTA per 128 columns of a head per M chunk and loads (FP8:
+// dequantises, row by row) that head's whole weight slice before its first MMA, a fixed cost
+// that up to M = 64 only many CTAs hide (with FP8 weights and few heads up to M = 128 or
+// 256); the ring reads each weight once for all of M 17-32.
 bool stationary_pays(const Key& key) {
   const int blocks = column_blocks(key);
   const bool fp8 = key.weights != WeightFormat::kBf16;
-  if (key.regime.m_min > 64) return !(fp8 && key.regime.m_max <= kFp8TiledMaxM && blocks <= kFp8TiledMaxBlocks);
+  if (key.regime.m_min > 64) {
+    const int tiled_max_blocks = key.regime.m_max <= kFp8TiledMaxM ? kFp8TiledMaxBlocks
+                                 : key.regime.m_max <= kFp8SplitM  ? kFp8TiledMaxBlocksToSplit
+                                                                   : 0;
+    return !(fp8 && blocks <= tiled_max_blocks);
+  }
   return blocks >= (fp8 ? 2 : 1) * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
@@ -362,19 +368,27 @@ bool stationary_pays_at_decode(const Key& key) {
   return key.weights == WeightFormat::kBf16 && column_blocks(key) >= kStationaryDecodeMinBlocks;
 }
 
-// The built-in stationary tile for a key.  Two teams pay where each CTA has several tiles
-// (one team's epilogue and barriers run under the other's MMAs): from M = 1024, past
-// M = 128 from 32 blocks and at M 65-128 from 64; with fewer tiles a CTA, one team and its
-// deeper ring fetch a tile sooner.  FP8 weights past M = 128 take two teams from 16 blocks:
-// each team converts half of every weight row before the wait, so the slice's flat
-// dequantisation halves too.
-Tile builtin_stationary(const Key& key) {
+// The fewest (head, 128 columns) blocks with which a regime past M = 64 takes two teams
+// (bench/NOTES.md v24, v28, v35, v36).  Two teams pay where each CTA has several tiles (one
+// team's epilogue and barriers run under the other's MMAs), so from fewer blocks as M grows;
+// with fewer tiles a CTA, one team and its deeper ring fetch a tile sooner.  FP8 weights take
+// them from fewer blocks than bf16 past M = kFp8SplitM: each team converts half of every
+// weight row before the wait, so the slice's flat dequantisation halves too.
+int teams_min_blocks(const Key& key) {
   const bool fp8 = key.weights != WeightFormat::kBf16;
-  const bool past128 = key.regime.m_min > kFp8TiledMaxM;
-  const int teams_min_blocks = !past128 ? kWgTeamsMinBlocks : fp8 ? kFp8TeamsMinBlocks : kWgTeamsMinBlocksPast128;
-  const bool many_tiles = key.regime.m_min >= kWgTeamsFromM ||
-                          (key.regime.m_min > 64 && column_blocks(key) >= teams_min_blocks);
-  return many_tiles ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
+  const int m = key.regime.m_min;
+  if (m >= kWgTeamsFromM) return 0;
+  if (m > kBf16SplitM) return fp8 ? 8 : 16;
+  if (m > kFp8SplitM) return fp8 ? 16 : 32;
+  if (m > kFp8TiledMaxM) return 32;
+  return 64;
+}
+
+// The built-in stationary tile for a key: two teams past M = 64 from teams_min_blocks, one
+// team below.
+Tile builtin_stationary(const Key& key) {
+  const bool two = key.regime.m_min > 64 && column_blocks(key) >= teams_min_blocks(key);
+  return two ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
   CHECK(wg.source.find("#include \"mla_oproj_wg.cuh\"") != std::string::npos);
   CHECK(wg.source != oproj::render(key(8, 256, regimes.back()), Schedule::kTiled).source);
   // From M = 1024: two teams of five stages, filling the SM's shared memory with bf16
-  // output (V = 256); below M = 1024 one warp group with ten.
+  // output (V = 256); below M = 1024 with 8 (head, 128 columns) blocks one warp group with ten.
   CHECK(wg.threads == 256);
   CHECK((wg.tile.groups == 2 && wg.tile.stages == 5));
   CHECK(wg.smem_bytes == wg.tile.smem_bytes(key(8, 256, regimes.back())));
@@ -97,7 +97,8 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
   CHECK(wg.tile.describe().find("2 teams of 5 o stages") != std::string::npos);
   CHECK(oproj::render(key(8, 128, regimes.back()), Schedule::kStationary).tile.groups == 2);
   for (int v : {128, 256}) {
-    const oproj::RenderedSource one = oproj::render(key(8, v, regimes[regimes.size() - 2]), Schedule::kStationary);
+    const oproj::RenderedSource one =
+        oproj::render(key(1024 / v, v, regimes[regimes.size() - 2]), Schedule::kStationary);
     CHECK((one.threads == 128 && one.tile.groups == 1 && one.tile.stages == 10));
     CHECK(one.smem_bytes <= arch_info("sm_90a").max_smem_per_block);
   }
@@ -127,9 +128,10 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
 TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and format") {
   using oproj::Schedule;
   const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
-  REQUIRE(r.size() == 6);
+  REQUIRE(r.size() == 8);
   CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, 64} &&
-         r[3] == MRegime{65, 128} && r[4] == MRegime{129, 1023} && r[5] == MRegime{1024, oproj::kMaxM}));
+         r[3] == MRegime{65, 128} && r[4] == MRegime{129, 256} && r[5] == MRegime{257, 512} &&
+         r[6] == MRegime{513, 1023} && r[7] == MRegime{1024, oproj::kMaxM}));
   const auto tile = [](int heads, int v, const MRegime& regime, WeightFormat w, const char* arch) {
     return oproj::tile_for(key(heads, v, regime, w, OutDtype::kBf16, arch), Schedule::kAuto);
   };
@@ -174,33 +176,45 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     CHECK(is_tiled(tile(16, 128, r[2], w, "sm_90a"), 2));
     CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
     CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
-    // Past M = 64: stationary at any head count (at M 65-128 with FP8 weights from 17
-    // (head, 128 columns) blocks, tiled below); two teams from M = 1024, past M = 128 from 32
-    // blocks (16 with FP8 weights) and at M 65-128 from 64.
+    // Past M = 64: stationary at any head count, but FP8 weights stay tiled at M 65-128 up to
+    // 16 (head, 128 columns) blocks and at 129-256 up to 8.  Two teams from M = 1024; at
+    // 513-1023 from 16 blocks (8 with FP8 weights), at 257-512 from 32 (16), at 129-256 from
+    // 32 and at 65-128 from 64.
     for (int v : {128, 256}) {
-      for (int heads : {1, 2048 / v}) CHECK(tile(heads, v, r[3], w, "sm_90a").stationary == !fp8);
-      CHECK(is_tiled(tile(2048 / v, v, r[3], w, "sm_90a"), 2) == fp8);
-      CHECK(tile(4096 / v, v, r[3], w, "sm_90a").stationary);
-      CHECK(tile(4096 / v, v, r[3], w, "sm_90a").groups == 1);
-      CHECK(tile(8192 / v, v, r[3], w, "sm_90a").groups == 2);
-      CHECK(tile(1, v, r[4], w, "sm_90a").stationary);
-      CHECK(tile(1, v, r[4], w, "sm_90a").groups == 1);
-      CHECK(tile(8192 / v, v, r[4], w, "sm_90a").groups == 2);
-      // At M 129-1023 FP8 weights take two teams from 16 blocks, bf16 weights from 32.
-      CHECK(tile(4096 / v, v, r[4], w, "sm_90a").groups == 2);
-      CHECK(tile(4096 / v - 1, v, r[4], w, "sm_90a").groups == (fp8 ? 2 : 1));
-      CHECK(tile(2048 / v, v, r[4], w, "sm_90a").groups == (fp8 ? 2 : 1));
-      CHECK(tile(1024 / v, v, r[4], w, "sm_90a").groups == 1);
-      CHECK(tile(1, v, r[5], w, "sm_90a").stationary);
-      CHECK(tile(1, v, r[5], w, "sm_90a").groups == 2);
-      CHECK(tile(128, v, r[5], w, "sm_90a").groups == 2);
-      CHECK(tile(128, v, r[2], w, "sm_90a").groups == 1);
+      const auto heads_of = [v](int blocks) { return std::max(1, blocks * 128 / v); };
+      const auto groups = [&](int blocks, const MRegime& regime) {
+        return tile(heads_of(blocks), v, regime, w, "sm_90a").groups;
+      };
+      for (int heads : {1, heads_of(16)}) CHECK(tile(heads, v, r[3], w, "sm_90a").stationary == !fp8);
+      CHECK(is_tiled(tile(heads_of(16), v, r[3], w, "sm_90a"), 2) == fp8);
+      CHECK(tile(heads_of(32), v, r[3], w, "sm_90a").stationary);
+      CHECK(is_tiled(tile(heads_of(8), v, r[4], w, "sm_90a"), 2) == fp8);
+      for (const MRegime& regime : {r[4], r[5], r[6], r[7]}) CHECK(tile(heads_of(16), v, regime, w, "sm_90a").stationary);
+      // (blocks, regime, two teams with bf16 weights, with FP8 weights)
+      const struct {
+        int blocks;
+        MRegime regime;
+        bool bf16, fp8;
+      } teams[] = {{32, r[3], false, false}, {64, r[3], true, true},   {16, r[4], false, false},
+                   {31, r[4], false, false}, {32, r[4], true, true},   {15, r[5], false, false},
+                   {16, r[5], false, true},  {31, r[5], false, true},  {32, r[5], true, true},
+                   {7, r[6], false, false},  {8, r[6], false, true},   {15, r[6], false, true},
+                   {16, r[6], true, true},   {1, r[7], true, true},    {64, r[2], false, false}};
+      for (const auto& t : teams) {
+        if (t.blocks * 128 % v) continue;  // not a whole number of heads at this V
+        CAPTURE(t.blocks);
+        CAPTURE(t.regime.m_min);
+        CHECK(groups(t.blocks, t.regime) == ((fp8 ? t.fp8 : t.bf16) ? 2 : 1));
+      }
+      CHECK(tile(128, v, r[6], w, "sm_90a").groups == 2);
+      CHECK(tile(128, v, r[7], w, "sm_90a").groups == 2);
     }
     // Off sm_90a: the ring at M 17-32, tiled past it.
     CHECK(is_ring(tile(128, 256, r[1], w, "sm_100a")));
     CHECK(is_tiled(tile(128, 256, r[2], w, "sm_100a"), 2));
     CHECK(is_tiled(tile(128, 256, r[3], w, "sm_100a"), 2));
     CHECK(is_tiled(tile(128, 256, r[4], w, "sm_100a"), 2));
+    for (const MRegime& regime : {r[5], r[6], r[7]}) CHECK(is_tiled(tile(128, 256, regime, w, "sm_100a"), 2));
     // Where two ring CTAs do not fit an SM (bf16 weights on a 100 KB arch), tiled.
     const oproj::Tile small_sm = tile(8, 128, r[1], w, "sm_89");
     CHECK(small_sm.ring == fp8);
