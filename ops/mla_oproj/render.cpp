@@ -19,9 +19,9 @@ constexpr int kWgTeamStages = 5;
 constexpr int kWgTeamsFromM = 1024;
 // The regime boundaries between M = 128 and 1024: two teams pay from fewer blocks as M
 // grows, from fewer with FP8 weights than with bf16, and FP8 weights at few heads stay tiled
-// up to kFp8SplitM (bench/NOTES.md v36).
-constexpr int kFp8SplitM = 256;
-constexpr int kBf16SplitM = 512;
+// up to kMidSplitLowM (bench/NOTES.md v36).
+constexpr int kMidSplitLowM = 256;
+constexpr int kMidSplitHighM = 512;
 // At decode the stationary kernel's decode form beats the tiled tile from this many blocks
 // with bf16 weights, with either output (bench/NOTES.md v25).
 constexpr int kStationaryDecodeMinBlocks = 64;
@@ -30,13 +30,13 @@ constexpr int kStationaryDecodeMinBlocks = 64;
 // M = 64 it pays but for the FP8 cases below (bench/NOTES.md v21).
 constexpr int kStationaryMinBlocksM32 = 64;
 constexpr int kStationaryMinBlocksM64 = 32;
-// FP8 weights stay tiled up to M = 128 with up to 16 blocks and up to M = kFp8SplitM with up
-// to 8: the stationary kernel's whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on
+// FP8 weights stay tiled up to M = 128 with up to 16 blocks and up to M = kMidSplitLowM with
+// up to 8: the stationary kernel's whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on
 // an H100) costs more there than the tiled kernel's re-reading of the weights by 32-row
 // tiles (bench/NOTES.md v27, v36).
 constexpr int kFp8TiledMaxM = 128;
 constexpr int kFp8TiledMaxBlocks = 16;
-constexpr int kFp8TiledMaxBlocksToSplit = 8;
+constexpr int kFp8TiledMaxBlocksToSplit = 8;  // up to kMidSplitLowM
 constexpr int kL = 512;
 
 }  // namespace
@@ -101,15 +101,16 @@ namespace {
 // Decode keeps one 16-row tile per warp (tiled; at many heads with bf16 weights and output the
 // stationary kernel's 64-row tile).  Past it, two 16-row tiles per warp (tiled, ring),
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
-// memory across 64-row M tiles (stationary, wgmma).  M 17-32, 33-64 and 65-128 are regimes
-// of their own because the kernel that wins there depends on the heads and the weight format.
+// memory across 64-row M tiles (stationary, wgmma).  M 17-32, 33-64, 65-128, 129-256,
+// 257-512 and 513-1023 are regimes of their own because the kernel or team count that wins
+// there depends on the heads and the weight format.
 const std::vector<MRegime> kBuiltinRegimes{{1, 16},
                                            {17, 32},
                                            {33, 64},
                                            {65, kFp8TiledMaxM},
-                                           {kFp8TiledMaxM + 1, kFp8SplitM},
-                                           {kFp8SplitM + 1, kBf16SplitM},
-                                           {kBf16SplitM + 1, kWgTeamsFromM - 1},
+                                           {kFp8TiledMaxM + 1, kMidSplitLowM},
+                                           {kMidSplitLowM + 1, kMidSplitHighM},
+                                           {kMidSplitHighM + 1, kWgTeamsFromM - 1},
                                            {kWgTeamsFromM, kMaxM}};
 
 constexpr std::string_view kOverrideGrammar =
@@ -351,9 +352,9 @@ bool stationary_pays(const Key& key) {
   const int blocks = column_blocks(key);
   const bool fp8 = key.weights != WeightFormat::kBf16;
   if (key.regime.m_min > 64) {
-    const int tiled_max_blocks = key.regime.m_max <= kFp8TiledMaxM ? kFp8TiledMaxBlocks
-                                 : key.regime.m_max <= kFp8SplitM  ? kFp8TiledMaxBlocksToSplit
-                                                                   : 0;
+    const int tiled_max_blocks = key.regime.m_max <= kFp8TiledMaxM   ? kFp8TiledMaxBlocks
+                                 : key.regime.m_max <= kMidSplitLowM ? kFp8TiledMaxBlocksToSplit
+                                                                     : 0;
     return !(fp8 && blocks <= tiled_max_blocks);
   }
   return blocks >= (fp8 ? 2 : 1) * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
@@ -372,14 +373,14 @@ bool stationary_pays_at_decode(const Key& key) {
 // (bench/NOTES.md v24, v28, v35, v36).  Two teams pay where each CTA has several tiles (one
 // team's epilogue and barriers run under the other's MMAs), so from fewer blocks as M grows;
 // with fewer tiles a CTA, one team and its deeper ring fetch a tile sooner.  FP8 weights take
-// them from fewer blocks than bf16 past M = kFp8SplitM: each team converts half of every
+// them from fewer blocks than bf16 past M = kMidSplitLowM: each team converts half of every
 // weight row before the wait, so the slice's flat dequantisation halves too.
 int teams_min_blocks(const Key& key) {
   const bool fp8 = key.weights != WeightFormat::kBf16;
   const int m = key.regime.m_min;
   if (m >= kWgTeamsFromM) return 0;
-  if (m > kBf16SplitM) return fp8 ? 8 : 16;
-  if (m > kFp8SplitM) return fp8 ? 16 : 32;
+  if (m > kMidSplitHighM) return fp8 ? 8 : 16;
+  if (m > kMidSplitLowM) return fp8 ? 16 : 32;
   if (m > kFp8TiledMaxM) return 32;
   return 64;
 }

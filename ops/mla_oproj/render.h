@@ -49,11 +49,11 @@ struct Tile {
 };
 
 // The schedule.  Auto, the default, takes per key what spark-bench measured fastest
-// (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel past M = 64, at M 17-64
-// where the heads give it enough CTAs, and at decode for many heads with bf16 weights; below
-// that the persistent ring at M 17-32 and the tiled kernel at decode and 33-64; off sm_90a the
-// tiled kernel at decode, the ring at 17-32, then tiled.  The pre-converted tile is reached
-// only through SPARK_OPROJ_TILES.
+// (docs/oproj.md#kernels): on sm_90a the weight-stationary kernel past M = 64 (FP8 weights
+// with few heads: past 128 or 256), at M 17-64 where the heads give it enough CTAs, and at
+// decode for many heads with bf16 weights; below that the persistent ring at M 17-32 and the
+// tiled kernel at decode and 33-64; off sm_90a the tiled kernel at decode, the ring at 17-32,
+// then tiled.  The pre-converted tile is reached only through SPARK_OPROJ_TILES.
 // SPARK_OPROJ_SCHEDULE ("auto", "tiled" or "stationary") overrides it: tiled everywhere, or
 // stationary past decode (M > 16) on sm_90a and tiled at decode.  The rendered sources
 // differ, so the cache never mixes their entries.

@@ -774,10 +774,11 @@ void run_accuracy(spark_weight_format f, int H, int V, const std::vector<int>& M
   }
 }
 
-#define SPARK_MS_FULL 1, 3, 16, 17, 64, 100, 200, 1100  // 1100: the 1024-8192 regime, within kOMaxM
+// One M per built-in M-regime or more (1100: the 1024-8192 regime, within kOMaxM).
+#define SPARK_MS_FULL 1, 3, 16, 17, 64, 100, 200, 300, 600, 1100
 #define SPARK_MS_ODD_HEADS 1, 3, 17, 64
-// Many heads: the float64 reference is the slow part; one M per M-regime.
-#define SPARK_MS_MANY_HEADS 1, 17, 64, 100, 200
+// Many heads: the float64 reference is the slow part; one M per M-regime up to 512.
+#define SPARK_MS_MANY_HEADS 1, 17, 64, 100, 200, 300
 
 }  // namespace
 

@@ -182,29 +182,33 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     // 32 and at 65-128 from 64.
     for (int v : {128, 256}) {
       const auto heads_of = [v](int blocks) { return std::max(1, blocks * 128 / v); };
-      const auto groups = [&](int blocks, const MRegime& regime) {
-        return tile(heads_of(blocks), v, regime, w, "sm_90a").groups;
-      };
       for (int heads : {1, heads_of(16)}) CHECK(tile(heads, v, r[3], w, "sm_90a").stationary == !fp8);
       CHECK(is_tiled(tile(heads_of(16), v, r[3], w, "sm_90a"), 2) == fp8);
       CHECK(tile(heads_of(32), v, r[3], w, "sm_90a").stationary);
       CHECK(is_tiled(tile(heads_of(8), v, r[4], w, "sm_90a"), 2) == fp8);
-      for (const MRegime& regime : {r[4], r[5], r[6], r[7]}) CHECK(tile(heads_of(16), v, regime, w, "sm_90a").stationary);
-      // (blocks, regime, two teams with bf16 weights, with FP8 weights)
+      for (const MRegime& regime : {r[4], r[5], r[6], r[7]})
+        CHECK(tile(heads_of(16), v, regime, w, "sm_90a").stationary);
+      // (blocks, regime, two teams with bf16 weights, with FP8 weights); every one stationary.
       const struct {
         int blocks;
         MRegime regime;
         bool bf16, fp8;
-      } teams[] = {{32, r[3], false, false}, {64, r[3], true, true},   {16, r[4], false, false},
-                   {31, r[4], false, false}, {32, r[4], true, true},   {15, r[5], false, false},
-                   {16, r[5], false, true},  {31, r[5], false, true},  {32, r[5], true, true},
-                   {7, r[6], false, false},  {8, r[6], false, true},   {15, r[6], false, true},
-                   {16, r[6], true, true},   {1, r[7], true, true},    {64, r[2], false, false}};
+      } teams[] = {{32, r[3], false, false}, {64, r[3], true, true},  {9, r[4], false, false},
+                   {16, r[4], false, false}, {30, r[4], false, false}, {31, r[4], false, false},
+                   {32, r[4], true, true},   {8, r[5], false, false},  {14, r[5], false, false},
+                   {15, r[5], false, false}, {16, r[5], false, true},  {30, r[5], false, true},
+                   {31, r[5], false, true},  {32, r[5], true, true},   {6, r[6], false, false},
+                   {7, r[6], false, false},  {8, r[6], false, true},   {14, r[6], false, true},
+                   {15, r[6], false, true},  {16, r[6], true, true},   {1, r[5], false, false},
+                   {2, r[6], false, false},  {1, r[7], true, true},    {2, r[7], true, true},
+                   {64, r[2], false, false}};
       for (const auto& t : teams) {
         if (t.blocks * 128 % v) continue;  // not a whole number of heads at this V
         CAPTURE(t.blocks);
         CAPTURE(t.regime.m_min);
-        CHECK(groups(t.blocks, t.regime) == ((fp8 ? t.fp8 : t.bf16) ? 2 : 1));
+        const oproj::Tile got = tile(heads_of(t.blocks), v, t.regime, w, "sm_90a");
+        CHECK(got.stationary);
+        CHECK(got.groups == ((fp8 ? t.fp8 : t.bf16) ? 2 : 1));
       }
       CHECK(tile(128, v, r[6], w, "sm_90a").groups == 2);
       CHECK(tile(128, v, r[7], w, "sm_90a").groups == 2);
@@ -214,7 +218,8 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     CHECK(is_tiled(tile(128, 256, r[2], w, "sm_100a"), 2));
     CHECK(is_tiled(tile(128, 256, r[3], w, "sm_100a"), 2));
     CHECK(is_tiled(tile(128, 256, r[4], w, "sm_100a"), 2));
-    for (const MRegime& regime : {r[5], r[6], r[7]}) CHECK(is_tiled(tile(128, 256, regime, w, "sm_100a"), 2));
+    for (const MRegime& regime : {r[5], r[6], r[7]})
+      CHECK(is_tiled(tile(128, 256, regime, w, "sm_100a"), 2));
     // Where two ring CTAs do not fit an SM (bf16 weights on a 100 KB arch), tiled.
     const oproj::Tile small_sm = tile(8, 128, r[1], w, "sm_89");
     CHECK(small_sm.ring == fp8);
