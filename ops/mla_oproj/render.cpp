@@ -1,6 +1,7 @@
 #include "ops/mla_oproj/render.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -16,27 +17,40 @@ namespace {
 // five (bench/NOTES.md v23, v24).
 constexpr int kWgStages = 10;
 constexpr int kWgTeamStages = 5;
-constexpr int kWgTeamsFromM = 1024;
-// The regime boundaries between M = 128 and 1024: two teams pay from fewer blocks as M
-// grows, from fewer with FP8 weights than with bf16, and FP8 weights at few heads stay tiled
-// up to kMidSplitLowM (bench/NOTES.md v36).
-constexpr int kMidSplitLowM = 256;
-constexpr int kMidSplitHighM = 512;
 // At decode the stationary kernel's decode form beats the tiled tile from this many blocks
 // with bf16 weights, with either output (bench/NOTES.md v25).
 constexpr int kStationaryDecodeMinBlocks = 64;
 // The fewest (head, 128 columns) blocks with which the auto schedule takes the stationary
 // kernel, for bf16 weights, at M 17-32 and 33-64; FP8 weights need twice as many, and past
-// M = 64 it pays but for the FP8 cases below (bench/NOTES.md v21).
+// M = 64 the table below decides (bench/NOTES.md v21).
 constexpr int kStationaryMinBlocksM32 = 64;
 constexpr int kStationaryMinBlocksM64 = 32;
-// FP8 weights stay tiled up to M = 128 with up to 16 blocks and up to M = kMidSplitLowM with
-// up to 8: the stationary kernel's whole-slice dequantisation (a flat ~4.8 us at 8-16 heads on
-// an H100) costs more there than the tiled kernel's re-reading of the weights by 32-row
-// tiles (bench/NOTES.md v27, v36).
-constexpr int kFp8TiledMaxM = 128;
-constexpr int kFp8TiledMaxBlocks = 16;
-constexpr int kFp8TiledMaxBlocksToSplit = 8;  // up to kMidSplitLowM
+
+// The built-in regimes past M = 64, and what each gives the stationary kernel.
+//  - fp8_tiled_max_blocks: FP8 weights stay on the tiled kernel up to this many (head, 128
+//    columns) blocks.  The stationary kernel dequantises a head's whole slice before its
+//    first MMA (a flat ~4.8 us at 8-16 heads on an H100), which few M tiles do not repay;
+//    the tiled kernel re-reads the weights by 32-row tiles instead (bench/NOTES.md v27, v36).
+//  - teams_min_blocks_*: two teams from this many blocks.  Two teams pay where each CTA has
+//    several tiles (one team's epilogue and barriers run under the other's MMAs), so from
+//    fewer blocks as M grows; with fewer tiles a CTA, one team and its deeper ring fetch a
+//    tile sooner.  FP8 weights take them from fewer blocks than bf16 past M = 256: each team
+//    converts half of every weight row before the wait, so the flat dequantisation halves
+//    too (bench/NOTES.md v24, v28, v35, v36).
+struct PastM64Regime {
+  int m_max;
+  int fp8_tiled_max_blocks;
+  int teams_min_blocks_bf16;
+  int teams_min_blocks_fp8;
+};
+constexpr PastM64Regime kPastM64[] = {
+    // m_max  fp8_tiled_max_blocks  teams_min_blocks_bf16  teams_min_blocks_fp8
+    {128, 16, 64, 64},
+    {256, 8, 32, 32},
+    {512, 0, 32, 16},
+    {1023, 0, 16, 8},
+    {kMaxM, 0, 0, 0},
+};
 constexpr int kL = 512;
 
 }  // namespace
@@ -101,17 +115,15 @@ namespace {
 // Decode keeps one 16-row tile per warp (tiled; at many heads with bf16 weights and output the
 // stationary kernel's 64-row tile).  Past it, two 16-row tiles per warp (tiled, ring),
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
-// memory across 64-row M tiles (stationary, wgmma).  M 17-32, 33-64, 65-128, 129-256,
-// 257-512 and 513-1023 are regimes of their own because the kernel or team count that wins
-// there depends on the heads and the weight format.
-const std::vector<MRegime> kBuiltinRegimes{{1, 16},
-                                           {17, 32},
-                                           {33, 64},
-                                           {65, kFp8TiledMaxM},
-                                           {kFp8TiledMaxM + 1, kMidSplitLowM},
-                                           {kMidSplitLowM + 1, kMidSplitHighM},
-                                           {kMidSplitHighM + 1, kWgTeamsFromM - 1},
-                                           {kWgTeamsFromM, kMaxM}};
+// memory across 64-row M tiles (stationary, wgmma).  M 17-32, 33-64 and each row of kPastM64
+// are regimes of their own because the kernel or team count that wins there depends on the
+// heads and the weight format.
+std::vector<MRegime> builtin_regimes() {
+  std::vector<MRegime> out{{1, 16}, {17, 32}, {33, 64}};
+  for (const PastM64Regime& r : kPastM64) out.push_back({out.back().m_max + 1, r.m_max});
+  return out;
+}
+const std::vector<MRegime> kBuiltinRegimes = builtin_regimes();
 
 constexpr std::string_view kOverrideGrammar =
     "LO-HI:BNxKSPLITxTM (tiled, e.g. 1-16:32x8x1), LO-HI:wg:STAGES[xTEAMS] (weight-stationary wgmma on sm_90a, "
@@ -343,20 +355,22 @@ bool ring_fits(const Tile& t, const Key& key) {
 // the auto schedule's thresholds count.
 int column_blocks(const Key& key) { return key.heads * key.v / 128; }
 
+// The kPastM64 row of a built-in regime past M = 64.
+const PastM64Regime& past_m64(const Key& key) {
+  for (const PastM64Regime& r : kPastM64)
+    if (key.regime.m_min <= r.m_max) return r;
+  return kPastM64[std::size(kPastM64) - 1];
+}
+
 // Whether the stationary kernel beats the others for a key past decode (bench/NOTES.md v21,
 // v27, v36).  It keeps one CTA per 128 columns of a head per M chunk and loads (FP8:
 // dequantises, row by row) that head's whole weight slice before its first MMA, a fixed cost
 // that up to M = 64 only many CTAs hide (with FP8 weights and few heads up to M = 128 or
-// 256); the ring reads each weight once for all of M 17-32.
+// 256, kPastM64); the ring reads each weight once for all of M 17-32.
 bool stationary_pays(const Key& key) {
   const int blocks = column_blocks(key);
   const bool fp8 = key.weights != WeightFormat::kBf16;
-  if (key.regime.m_min > 64) {
-    const int tiled_max_blocks = key.regime.m_max <= kFp8TiledMaxM   ? kFp8TiledMaxBlocks
-                                 : key.regime.m_max <= kMidSplitLowM ? kFp8TiledMaxBlocksToSplit
-                                                                     : 0;
-    return !(fp8 && blocks <= tiled_max_blocks);
-  }
+  if (key.regime.m_min > 64) return !(fp8 && blocks <= past_m64(key).fp8_tiled_max_blocks);
   return blocks >= (fp8 ? 2 : 1) * (key.regime.m_max <= 32 ? kStationaryMinBlocksM32 : kStationaryMinBlocksM64);
 }
 
@@ -369,26 +383,14 @@ bool stationary_pays_at_decode(const Key& key) {
   return key.weights == WeightFormat::kBf16 && column_blocks(key) >= kStationaryDecodeMinBlocks;
 }
 
-// The fewest (head, 128 columns) blocks with which a regime past M = 64 takes two teams
-// (bench/NOTES.md v24, v28, v35, v36).  Two teams pay where each CTA has several tiles (one
-// team's epilogue and barriers run under the other's MMAs), so from fewer blocks as M grows;
-// with fewer tiles a CTA, one team and its deeper ring fetch a tile sooner.  FP8 weights take
-// them from fewer blocks than bf16 past M = kMidSplitLowM: each team converts half of every
-// weight row before the wait, so the slice's flat dequantisation halves too.
-int teams_min_blocks(const Key& key) {
-  const bool fp8 = key.weights != WeightFormat::kBf16;
-  const int m = key.regime.m_min;
-  if (m >= kWgTeamsFromM) return 0;
-  if (m > kMidSplitHighM) return fp8 ? 8 : 16;
-  if (m > kMidSplitLowM) return fp8 ? 16 : 32;
-  if (m > kFp8TiledMaxM) return 32;
-  return 64;
-}
-
-// The built-in stationary tile for a key: two teams past M = 64 from teams_min_blocks, one
-// team below.
+// The built-in stationary tile for a key: past M = 64 two teams from the regime's
+// kPastM64 block count, one team below.
 Tile builtin_stationary(const Key& key) {
-  const bool two = key.regime.m_min > 64 && column_blocks(key) >= teams_min_blocks(key);
+  bool two = false;
+  if (key.regime.m_min > 64) {
+    const PastM64Regime& r = past_m64(key);
+    two = column_blocks(key) >= (key.weights == WeightFormat::kBf16 ? r.teams_min_blocks_bf16 : r.teams_min_blocks_fp8);
+  }
   return two ? stationary_tile(kWgTeamStages, 2) : stationary_tile(kWgStages, 1);
 }
 
