@@ -1,6 +1,6 @@
 // The key of the MLA value up-projection: everything one of its kernels is specialised on.
 // Prints to a readable name that parses back, e.g.
-//   mla_oproj.h16.v128.l512.m1-16.wbf16.obf16.sm_90a
+//   mla_oproj.h16.v128.l512.m9-16.wbf16.obf16.sm_90a
 #pragma once
 
 #include <cstdint>

@@ -17,6 +17,12 @@ namespace {
 // five (bench/NOTES.md v23, v24).
 constexpr int kWgStages = 10;
 constexpr int kWgTeamStages = 5;
+// Decode (M <= 16) is two regimes, split here: at 9-16 the tiled tile at 32 blocks is
+// narrower than at 1-8 (bench/NOTES.md v30, v37).
+constexpr int kDecodeSplitM = 8;
+// The tiled kernel's CTAs are 64 columns wide from this many (head, 128 columns) blocks, but
+// for this many exactly at M 9-16.
+constexpr int kWideTiledMinBlocks = 32;
 // At decode the stationary kernel's decode form beats the tiled tile from this many blocks
 // with bf16 weights, with either output (bench/NOTES.md v25).
 constexpr int kStationaryDecodeMinBlocks = 64;
@@ -34,9 +40,9 @@ constexpr int kStationaryMinBlocksM64 = 32;
 //  - teams_min_blocks_*: two teams from this many blocks.  Two teams pay where each CTA has
 //    several tiles (one team's epilogue and barriers run under the other's MMAs), so from
 //    fewer blocks as M grows; with fewer tiles a CTA, one team and its deeper ring fetch a
-//    tile sooner.  FP8 weights take them from fewer blocks than bf16 past M = 256: each team
+//    tile sooner.  FP8 weights take them from fewer blocks than bf16 past M = 128: each team
 //    converts half of every weight row before the wait, so the flat dequantisation halves
-//    too (bench/NOTES.md v24, v28, v35, v36).
+//    too (bench/NOTES.md v24, v28, v35, v36, v37).
 struct PastM64Regime {
   int m_max;
   int fp8_tiled_max_blocks;
@@ -46,7 +52,7 @@ struct PastM64Regime {
 constexpr PastM64Regime kPastM64[] = {
     // m_max  fp8_tiled_max_blocks  teams_min_blocks_bf16  teams_min_blocks_fp8
     {128, 16, 64, 64},
-    {256, 8, 32, 32},
+    {256, 8, 32, 20},
     {512, 0, 32, 16},
     {1023, 0, 16, 8},
     {kMaxM, 0, 0, 0},
@@ -115,11 +121,11 @@ namespace {
 // Decode keeps one 16-row tile per warp (tiled; at many heads with bf16 weights and output the
 // stationary kernel's 64-row tile).  Past it, two 16-row tiles per warp (tiled, ring),
 // so each weight fragment serves 32 rows; or on sm_90a each head's weights kept in shared
-// memory across 64-row M tiles (stationary, wgmma).  M 17-32, 33-64 and each row of kPastM64
-// are regimes of their own because the kernel or team count that wins there depends on the
-// heads and the weight format.
+// memory across 64-row M tiles (stationary, wgmma).  Decode is split at kDecodeSplitM, and
+// M 17-32, 33-64 and each row of kPastM64 are regimes of their own, because the kernel, tile
+// or team count that wins there depends on the heads and the weight format.
 std::vector<MRegime> builtin_regimes() {
-  std::vector<MRegime> out{{1, 16}, {17, 32}, {33, 64}};
+  std::vector<MRegime> out{{1, kDecodeSplitM}, {kDecodeSplitM + 1, 16}, {17, 32}, {33, 64}};
   for (const PastM64Regime& r : kPastM64) out.push_back({out.back().m_max + 1, r.m_max});
   return out;
 }
@@ -140,14 +146,23 @@ Tile stationary_tile(int stages, int groups) {
   return t;
 }
 
-// The tiled tile for a key's heads and M range.  Few heads: 32-column CTAs (eight warps
-// along L) so more CTAs share the weight read; many heads fill the machine with 64-column
-// CTAs (four along L).
+// The key's (head, 128 columns) blocks: the stationary kernel's CTAs per M chunk, by which
+// the auto schedule's thresholds count.
+int column_blocks(const Key& key) { return key.heads * key.v / 128; }
+
+// The tiled tile for a key's heads and M range.  Few heads (under 32 blocks): 32-column CTAs
+// (eight warps along L) so more CTAs share the weight read; many heads fill the machine with
+// 64-column CTAs (four along L).
 Tile builtin_tiled(const Key& key) {
   Tile t;
-  const bool narrow = key.v == 128 ? key.heads < 32 : key.heads < 16;
-  t.bn = narrow ? 32 : 64;
+  const int blocks = column_blocks(key);
+  const bool narrow = blocks < kWideTiledMinBlocks;
   t.tm = key.regime.m_max <= 16 ? 1 : 2;
+  // At M 9-16 a key of exactly kWideTiledMinBlocks blocks (H = 32 at V = 128, 16 at V = 256)
+  // takes 32-column CTAs too, four along L: 128 CTAs instead of 64, on an H100 0.86-0.96x the
+  // time with bf16 weights and 0.84-0.99x with FP8 (bench/NOTES.md v37).
+  const bool upper_decode = t.tm == 1 && key.regime.m_min > kDecodeSplitM && blocks == kWideTiledMinBlocks;
+  t.bn = narrow || upper_decode ? 32 : 64;
   // Narrow keys split L eight ways, but at decode with bf16 weights four (128 threads): on an
   // H100 0.92-0.96x the eight-way time at 8-16 heads, either output (bench/NOTES.md v29).
   t.ksplit = narrow && !(t.tm == 1 && key.weights == WeightFormat::kBf16) ? 8 : 4;
@@ -350,10 +365,6 @@ Tile auto_ring_tile() {
 bool ring_fits(const Tile& t, const Key& key) {
   return t.smem_bytes(key) <= half_sm_smem(arch_info(key.arch).max_smem_per_block);
 }
-
-// The key's (head, 128 columns) blocks: the stationary kernel's CTAs per M chunk, by which
-// the auto schedule's thresholds count.
-int column_blocks(const Key& key) { return key.heads * key.v / 128; }
 
 // The kPastM64 row of a built-in regime past M = 64.
 const PastM64Regime& past_m64(const Key& key) {

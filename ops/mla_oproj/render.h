@@ -69,8 +69,8 @@ struct RegimeTile {
   Tile tile;
 };
 
-// How keys get their tiles: the built-in regimes (1-16, 17-32, 33-64, 65-128, 129-256, 257-512,
-// 513-1023, 1024-8192) under `schedule`, or a tuning override's own regimes and tiles.
+// How keys get their tiles: the built-in regimes (1-8, 9-16, 17-32, 33-64, 65-128, 129-256,
+// 257-512, 513-1023, 1024-8192) under `schedule`, or a tuning override's own regimes and tiles.
 struct Tiling {
   Schedule schedule = Schedule::kAuto;
   std::vector<RegimeTile> override_table;  // empty: the built-in regimes

@@ -89,7 +89,7 @@ int nope_for(int V) { return V == 256 ? 192 : 128; }
 struct HeadsV {
   int H, V;
 };
-constexpr HeadsV kShapes[] = {{1, 128}, {8, 256}, {16, 128}, {11, 256}, {64, 256}, {128, 128}};
+constexpr HeadsV kShapes[] = {{1, 128}, {8, 256}, {16, 128}, {11, 256}, {16, 256}, {64, 256}, {128, 128}};
 constexpr spark_weight_format kFormats[] = {SPARK_WEIGHTS_BF16, SPARK_WEIGHTS_MXFP8, SPARK_WEIGHTS_FP8_BLOCK128};
 
 // ---------------------------------------------------------------------------------------
@@ -777,8 +777,10 @@ void run_accuracy(spark_weight_format f, int H, int V, const std::vector<int>& M
 // One M per built-in M-regime or more (1100: the 1024-8192 regime, within kOMaxM).
 #define SPARK_MS_FULL 1, 3, 16, 17, 64, 100, 200, 300, 600, 1100
 #define SPARK_MS_ODD_HEADS 1, 3, 17, 64
+// 32 (head, 128 columns) blocks: the decode regimes' boundary, where their tiles differ.
+#define SPARK_MS_DECODE_SPLIT 1, 8, 9, 16, 17
 // Many heads: the float64 reference is the slow part; one M per M-regime up to 512.
-#define SPARK_MS_MANY_HEADS 1, 17, 64, 100, 200, 300
+#define SPARK_MS_MANY_HEADS 1, 16, 17, 64, 100, 200, 300
 
 }  // namespace
 
@@ -800,6 +802,7 @@ SPARK_OPROJ_SHAPE_CASES(1, 128, SPARK_MS_FULL)
 SPARK_OPROJ_SHAPE_CASES(8, 256, SPARK_MS_FULL)
 SPARK_OPROJ_SHAPE_CASES(16, 128, SPARK_MS_FULL)
 SPARK_OPROJ_SHAPE_CASES(11, 256, SPARK_MS_ODD_HEADS)
+SPARK_OPROJ_SHAPE_CASES(16, 256, SPARK_MS_DECODE_SPLIT)
 SPARK_OPROJ_SHAPE_CASES(64, 256, SPARK_MS_MANY_HEADS)
 SPARK_OPROJ_SHAPE_CASES(128, 128, SPARK_MS_MANY_HEADS)
 

@@ -10,15 +10,15 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "first prewarm failed (${rc})")
 endif()
 # A model brings both ops: the query projection's 3 regimes x 2 outputs, and the value
-# up-projection's (V = 256 for GLM-5) 3 regimes x 2 outputs.
-if(NOT out MATCHES "spark-prewarm: 12 compiled, 0 cached, 0 failed" OR NOT out MATCHES "mla_oproj.h8.v256.l512.m33-64")
-  message(FATAL_ERROR "first prewarm should compile 12 kernels (query: 3 regimes x 2 outputs; value: 3 x 2)")
+# up-projection's (V = 256 for GLM-5) 4 regimes x 2 outputs.
+if(NOT out MATCHES "spark-prewarm: 14 compiled, 0 cached, 0 failed" OR NOT out MATCHES "mla_oproj.h8.v256.l512.m33-64")
+  message(FATAL_ERROR "first prewarm should compile 14 kernels (query: 3 regimes x 2 outputs; value: 4 x 2)")
 endif()
 
 execute_process(COMMAND ${PREWARM} --model glm5 --tp 8 --arch sm_90a --max-m 64 --cache-dir ${WORK}/cache --json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 0" OR NOT out MATCHES "\"cached\": 12")
-  message(FATAL_ERROR "second prewarm should find all 12 cached (${rc}):\n${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 0" OR NOT out MATCHES "\"cached\": 14")
+  message(FATAL_ERROR "second prewarm should find all 14 cached (${rc}):\n${out}${err}")
 endif()
 
 # Without NVRTC (SPARK_NVRTC_LIBRARY naming no file): the cached kernels still load, a kernel
@@ -26,7 +26,7 @@ endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_NVRTC_LIBRARY=${WORK}/no-libnvrtc.so
                         ${PREWARM} --model glm5 --tp 8 --arch sm_90a --max-m 64 --cache-dir ${WORK}/cache --json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 12")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 14")
   message(FATAL_ERROR "without NVRTC the prewarmed kernels must still be found (${rc}):\n${out}${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_NVRTC_LIBRARY=${WORK}/no-libnvrtc.so
@@ -131,8 +131,9 @@ file(REMOVE_RECURSE ${WORK})
 execute_process(COMMAND ${PREWARM} --heads 8 --nope 128 --v-head-dim 128 --arch sm_90a --max-m 16 --out bf16
                         --cache-dir ${WORK}/vdim --json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 2" OR NOT out MATCHES "mla_oproj\\.h8\\.v128\\.l512\\.m1-16\\.wbf16\\.obf16\\.sm_90a")
-  message(FATAL_ERROR "--v-head-dim 128 must add the oproj kernel (${rc}):\n${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 3" OR NOT out MATCHES "mla_oproj\\.h8\\.v128\\.l512\\.m1-8\\.wbf16\\.obf16\\.sm_90a"
+   OR NOT out MATCHES "mla_oproj\\.h8\\.v128\\.l512\\.m9-16\\.wbf16\\.obf16\\.sm_90a")
+  message(FATAL_ERROR "--v-head-dim 128 must add the two oproj decode kernels (${rc}):\n${out}${err}")
 endif()
 foreach(args "--heads;8;--nope;128;--v-head-dim;192" "--model;glm5;--v-head-dim;128")
   execute_process(COMMAND ${PREWARM} ${args} --arch sm_90a --cache-dir ${WORK}/vdim
@@ -143,17 +144,17 @@ foreach(args "--heads;8;--nope;128;--v-head-dim;192" "--model;glm5;--v-head-dim;
 endforeach()
 
 # SPARK_OPROJ_SCHEDULE=stationary renders the value up-projection's M 17-32 kernel on the
-# weight-stationary schedule: an entry of its own beside the default (a ring at 8 heads) (the other three keys
+# weight-stationary schedule: an entry of its own beside the default (a ring at 8 heads) (the other four keys
 # come from the cache).  A value it does not know fails those keys, naming the variable.
 set(sched_args --heads 8 --nope 128 --v-head-dim 128 --arch sm_90a --max-m 32 --out bf16 --weights bf16
                --cache-dir ${WORK}/sched --json)
 execute_process(COMMAND ${PREWARM} ${sched_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 4")
-  message(FATAL_ERROR "a fresh cache must compile four kernels (${rc}):\n${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"compiled\": 5")
+  message(FATAL_ERROR "a fresh cache must compile five kernels (${rc}):\n${out}${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_OPROJ_SCHEDULE=stationary ${PREWARM} ${sched_args}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 3" OR NOT out MATCHES "\"compiled\": 1")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"cached\": 4" OR NOT out MATCHES "\"compiled\": 1")
   message(FATAL_ERROR "the stationary schedule must compile only the M 17-32 oproj kernel anew (${rc}):\n${out}${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env SPARK_OPROJ_SCHEDULE=bogus ${PREWARM} ${sched_args}

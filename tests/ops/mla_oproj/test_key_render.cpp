@@ -128,10 +128,10 @@ TEST_CASE("oproj regimes cover 1..8192 and each renders its own source") {
 TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and format") {
   using oproj::Schedule;
   const std::vector<MRegime> r = oproj::regimes(Schedule::kAuto);
-  REQUIRE(r.size() == 8);
-  CHECK((r[0] == MRegime{1, 16} && r[1] == MRegime{17, 32} && r[2] == MRegime{33, 64} &&
-         r[3] == MRegime{65, 128} && r[4] == MRegime{129, 256} && r[5] == MRegime{257, 512} &&
-         r[6] == MRegime{513, 1023} && r[7] == MRegime{1024, oproj::kMaxM}));
+  REQUIRE(r.size() == 9);
+  CHECK((r[0] == MRegime{1, 8} && r[1] == MRegime{9, 16} && r[2] == MRegime{17, 32} && r[3] == MRegime{33, 64} &&
+         r[4] == MRegime{65, 128} && r[5] == MRegime{129, 256} && r[6] == MRegime{257, 512} &&
+         r[7] == MRegime{513, 1023} && r[8] == MRegime{1024, oproj::kMaxM}));
   const auto tile = [](int heads, int v, const MRegime& regime, WeightFormat w, const char* arch) {
     return oproj::tile_for(key(heads, v, regime, w, OutDtype::kBf16, arch), Schedule::kAuto);
   };
@@ -154,9 +154,24 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
     for (const auto& [heads, v] : {std::pair{8, 128}, std::pair{16, 128}, std::pair{8, 256}}) {
       const oproj::Tile t = tile(heads, v, r[0], w, "sm_90a");
       CHECK((t.bn == 32 && t.ksplit == (fp8 ? 8 : 4) && t.threads() == (fp8 ? 256 : 128)));
-      CHECK(tile(heads, v, r[2], w, "sm_90a").ksplit == 8);
+      CHECK(tile(heads, v, r[3], w, "sm_90a").ksplit == 8);
     }
-    CHECK(tile(16, 256, r[0], w, "sm_90a").bn == 64);
+    // Both decode regimes take the same tiles, but for 32 blocks (the narrow tile's limit): 64
+    // columns at M 1-8, 32 (four along L, any weights) at 9-16.
+    for (const auto& [heads, v] : {std::pair{16, 256}, std::pair{32, 128}}) {
+      CHECK(tile(heads, v, r[0], w, "sm_90a").bn == 64);
+      const oproj::Tile upper = tile(heads, v, r[1], w, "sm_90a");
+      CHECK((is_tiled(upper, 1) && upper.bn == 32 && upper.ksplit == 4));
+      CHECK((tile(heads, v, r[1], w, "sm_100a").bn == 32 && tile(heads, v, r[1], w, "sm_80").bn == 32));
+    }
+    for (const auto& [heads, v] : {std::pair{1, 128}, std::pair{8, 128}, std::pair{31, 128}, std::pair{15, 256},
+                                   std::pair{33, 128}, std::pair{17, 256}, std::pair{64, 128}, std::pair{128, 256}})
+      for (const char* arch : {"sm_90a", "sm_100a"}) {
+        CAPTURE(heads);
+        CAPTURE(v);
+        const oproj::Tile lo = tile(heads, v, r[0], w, arch), hi = tile(heads, v, r[1], w, arch);
+        CHECK((lo.bn == hi.bn && lo.ksplit == hi.ksplit && lo.stationary == hi.stationary && lo.tm == hi.tm));
+      }
     for (const auto& [heads, v] :
          {std::pair{32, 256}, std::pair{64, 128}, std::pair{64, 256}, std::pair{128, 128}, std::pair{128, 256}}) {
       for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3}) {
@@ -168,40 +183,41 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
       CHECK(is_tiled(tile(heads, v, r[0], w, "sm_100a"), 1));
     }
     // M 17-32: the ring below 64 (head, 128 columns) blocks (128 with FP8 weights).
-    CHECK(is_ring(tile(32, 128, r[1], w, "sm_90a")));
-    CHECK(tile(64, 128, r[1], w, "sm_90a").stationary == !fp8);
-    CHECK(is_ring(tile(64, 128, r[1], w, "sm_90a")) == fp8);
-    CHECK(tile(64, 256, r[1], w, "sm_90a").stationary);
+    CHECK(is_ring(tile(32, 128, r[2], w, "sm_90a")));
+    CHECK(tile(64, 128, r[2], w, "sm_90a").stationary == !fp8);
+    CHECK(is_ring(tile(64, 128, r[2], w, "sm_90a")) == fp8);
+    CHECK(tile(64, 256, r[2], w, "sm_90a").stationary);
     // M 33-64: tiled below 32 blocks (64 with FP8 weights).
-    CHECK(is_tiled(tile(16, 128, r[2], w, "sm_90a"), 2));
-    CHECK(tile(32, 128, r[2], w, "sm_90a").stationary == !fp8);
-    CHECK(tile(32, 256, r[2], w, "sm_90a").stationary);
+    CHECK(is_tiled(tile(16, 128, r[3], w, "sm_90a"), 2));
+    CHECK(tile(32, 128, r[3], w, "sm_90a").stationary == !fp8);
+    CHECK(tile(32, 256, r[3], w, "sm_90a").stationary);
     // Past M = 64: stationary at any head count, but FP8 weights stay tiled at M 65-128 up to
     // 16 (head, 128 columns) blocks and at 129-256 up to 8.  Two teams from M = 1024; at
     // 513-1023 from 16 blocks (8 with FP8 weights), at 257-512 from 32 (16), at 129-256 from
-    // 32 and at 65-128 from 64.
+    // 32 (20) and at 65-128 from 64.
     for (int v : {128, 256}) {
       const auto heads_of = [v](int blocks) { return std::max(1, blocks * 128 / v); };
-      for (int heads : {1, heads_of(16)}) CHECK(tile(heads, v, r[3], w, "sm_90a").stationary == !fp8);
-      CHECK(is_tiled(tile(heads_of(16), v, r[3], w, "sm_90a"), 2) == fp8);
-      CHECK(tile(heads_of(32), v, r[3], w, "sm_90a").stationary);
-      CHECK(is_tiled(tile(heads_of(8), v, r[4], w, "sm_90a"), 2) == fp8);
-      for (const MRegime& regime : {r[4], r[5], r[6], r[7]})
+      for (int heads : {1, heads_of(16)}) CHECK(tile(heads, v, r[4], w, "sm_90a").stationary == !fp8);
+      CHECK(is_tiled(tile(heads_of(16), v, r[4], w, "sm_90a"), 2) == fp8);
+      CHECK(tile(heads_of(32), v, r[4], w, "sm_90a").stationary);
+      CHECK(is_tiled(tile(heads_of(8), v, r[5], w, "sm_90a"), 2) == fp8);
+      for (const MRegime& regime : {r[5], r[6], r[7], r[8]})
         CHECK(tile(heads_of(16), v, regime, w, "sm_90a").stationary);
       // (blocks, regime, two teams with bf16 weights, with FP8 weights); every one stationary.
       const struct {
         int blocks;
         MRegime regime;
         bool bf16, fp8;
-      } teams[] = {{32, r[3], false, false}, {64, r[3], true, true},  {9, r[4], false, false},
-                   {16, r[4], false, false}, {30, r[4], false, false}, {31, r[4], false, false},
-                   {32, r[4], true, true},   {8, r[5], false, false},  {14, r[5], false, false},
-                   {15, r[5], false, false}, {16, r[5], false, true},  {30, r[5], false, true},
-                   {31, r[5], false, true},  {32, r[5], true, true},   {6, r[6], false, false},
-                   {7, r[6], false, false},  {8, r[6], false, true},   {14, r[6], false, true},
-                   {15, r[6], false, true},  {16, r[6], true, true},   {1, r[5], false, false},
-                   {2, r[6], false, false},  {1, r[7], true, true},    {2, r[7], true, true},
-                   {64, r[2], false, false}};
+      } teams[] = {{32, r[4], false, false}, {64, r[4], true, true},  {9, r[5], false, false},
+                   {16, r[5], false, false}, {18, r[5], false, false}, {19, r[5], false, false},
+                   {20, r[5], false, true},  {24, r[5], false, true},  {31, r[5], false, true},
+                   {32, r[5], true, true},   {8, r[6], false, false},  {14, r[6], false, false},
+                   {15, r[6], false, false}, {16, r[6], false, true},  {30, r[6], false, true},
+                   {31, r[6], false, true},  {32, r[6], true, true},   {6, r[7], false, false},
+                   {7, r[7], false, false},  {8, r[7], false, true},   {14, r[7], false, true},
+                   {15, r[7], false, true},  {16, r[7], true, true},   {1, r[6], false, false},
+                   {2, r[7], false, false},  {1, r[8], true, true},    {2, r[8], true, true},
+                   {64, r[3], false, false}};
       for (const auto& t : teams) {
         if (t.blocks * 128 % v) continue;  // not a whole number of heads at this V
         CAPTURE(t.blocks);
@@ -210,29 +226,32 @@ TEST_CASE("oproj auto schedule: ring, tiled or stationary by regime, heads and f
         CHECK(got.stationary);
         CHECK(got.groups == ((fp8 ? t.fp8 : t.bf16) ? 2 : 1));
       }
-      CHECK(tile(128, v, r[6], w, "sm_90a").groups == 2);
       CHECK(tile(128, v, r[7], w, "sm_90a").groups == 2);
+      CHECK(tile(128, v, r[8], w, "sm_90a").groups == 2);
     }
     // Off sm_90a: the ring at M 17-32, tiled past it.
-    CHECK(is_ring(tile(128, 256, r[1], w, "sm_100a")));
-    CHECK(is_tiled(tile(128, 256, r[2], w, "sm_100a"), 2));
+    CHECK(is_ring(tile(128, 256, r[2], w, "sm_100a")));
     CHECK(is_tiled(tile(128, 256, r[3], w, "sm_100a"), 2));
     CHECK(is_tiled(tile(128, 256, r[4], w, "sm_100a"), 2));
-    for (const MRegime& regime : {r[5], r[6], r[7]})
+    CHECK(is_tiled(tile(128, 256, r[5], w, "sm_100a"), 2));
+    for (const MRegime& regime : {r[6], r[7], r[8]})
       CHECK(is_tiled(tile(128, 256, regime, w, "sm_100a"), 2));
     // Where two ring CTAs do not fit an SM (bf16 weights on a 100 KB arch), tiled.
-    const oproj::Tile small_sm = tile(8, 128, r[1], w, "sm_89");
+    const oproj::Tile small_sm = tile(8, 128, r[2], w, "sm_89");
     CHECK(small_sm.ring == fp8);
     if (small_sm.ring)
-      CHECK(2 * (small_sm.smem_bytes(key(8, 128, r[1], w, OutDtype::kBf16, "sm_89")) + 1024) <=
+      CHECK(2 * (small_sm.smem_bytes(key(8, 128, r[2], w, OutDtype::kBf16, "sm_89")) + 1024) <=
             arch_info("sm_89").max_smem_per_block + 1024);
   }
+  // The stationary kernel's decode form in both decode regimes (bf16 weights, 64 blocks).
+  for (const MRegime& regime : {r[0], r[1]})
+    CHECK(oproj::render(key(64, 256, regime), Schedule::kAuto).source.find("kDecode = true") != std::string::npos);
   // The explicit schedules: tiled everywhere, stationary past decode on sm_90a.
-  CHECK_FALSE(oproj::tile_for(key(8, 128, r[1]), Schedule::kTiled).ring);
+  CHECK_FALSE(oproj::tile_for(key(8, 128, r[2]), Schedule::kTiled).ring);
   CHECK_FALSE(oproj::tile_for(key(128, 128, r[0]), Schedule::kTiled).stationary);
   CHECK_FALSE(oproj::tile_for(key(128, 128, r[0]), Schedule::kStationary).stationary);
-  CHECK_FALSE(oproj::tile_for(key(8, 128, r[3]), Schedule::kTiled).stationary);
-  CHECK(oproj::tile_for(key(8, 128, r[1]), Schedule::kStationary).stationary);
+  CHECK_FALSE(oproj::tile_for(key(8, 128, r[4]), Schedule::kTiled).stationary);
+  CHECK(oproj::tile_for(key(8, 128, r[2]), Schedule::kStationary).stationary);
   CHECK(oproj::parse_schedule("auto") == Schedule::kAuto);
 }
 
@@ -246,7 +265,7 @@ TEST_CASE("NVRTC compiles every oproj kernel shape on every arch, without spills
   std::vector<Job> keys;
   std::vector<std::string> seen;
   for (const ArchInfo& a : supported_archs())
-    for (int heads : {8, 128})
+    for (int heads : {8, 16, 128})  // 16: 32 blocks at V = 256, the 9-16 regime's own tile
       for (int v : {128, 256})
         for (WeightFormat w : kWeightFormats)
           for (OutDtype out : {OutDtype::kBf16, OutDtype::kE4m3})
@@ -540,7 +559,7 @@ TEST_CASE("oproj tiled decode keeps FP8 weights in shared memory, leaving room f
         for (int v : {128, 256}) {
           const bool fp8 = w != WeightFormat::kBf16;
           const Key dec = key(heads, v, r[0], w, OutDtype::kE4m3, std::string(a.name).c_str());
-          const Key past = key(heads, v, r[2], w, OutDtype::kE4m3, std::string(a.name).c_str());
+          const Key past = key(heads, v, r[3], w, OutDtype::kE4m3, std::string(a.name).c_str());
           const oproj::Tile t = oproj::tile_for(dec, oproj::Schedule::kTiled);
           const oproj::Tile t2 = oproj::tile_for(past, oproj::Schedule::kTiled);
           CAPTURE(dec.name());
