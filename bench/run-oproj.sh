@@ -57,12 +57,24 @@ wide_decode_tables="default=
 t32x4=1-16:32x4x1,17-32:ring:32x4x2,33-8192:wg:10
 t64x8=1-16:64x8x1,17-32:ring:32x4x2,33-8192:wg:10
 ring3=1-16:ring:32x4x3,17-32:wg:10,33-8192:wg:10"
+# FP8 at M 129-256 (bench/NOTES.md v37): the built-in choice (two teams from 20 blocks, one
+# team from 9, tiled below) against one team and two teams for every key.
+fp8_teams_mid_tables="default=
+one=1-128:32x8x2,129-256:wg:10,257-8192:wg:5x2
+two=1-128:32x8x2,129-256:wg:5x2,257-8192:wg:5x2"
+mid_heads=10,12,14,20,24,28  # 10-28 blocks at V = 128, 20-56 at V = 256
+# Decode split at M = 8 (bench/NOTES.md v37): the built-in choice (32-column CTAs at M 9-16
+# for keys of 32 blocks) against 64-column CTAs at all of decode (those keys before v37) and
+# 32-column CTAs at all of decode.
+decode_split_tables="default=
+t64=1-16:64x4x1,17-8192:wg:10
+t32=1-16:32x4x1,17-8192:wg:10"
 grid_m=1,4,16,32,64,256,1024,4096,8192
 heads=8,16,32,64,128
 
 # Every step, in order; all but the last run when none is named.
 known=(check prewarm grid-pdl m32 past-tiled past-stationary grid decode-wg teams fp8-decode fp8-teams narrow-decode
-  wide-decode variants)
+  wide-decode fp8-teams-mid decode-split variants)
 steps=("${known[@]:0:${#known[@]}-1}")
 if [ "${1:-}" = --list ]; then
   printf '%s\n' "${known[@]}"
@@ -96,13 +108,19 @@ run_step() {
       LOG_DIR="$out/gpu-check" BUILD_DIR="$build" scripts/gpu-check.sh oproj oproj-tiled bench-oproj ;;
     prewarm)  # every kernel the later steps use, compiled in parallel rather than at plan creation
       # shellcheck disable=SC2054 # the commas are the tools' list syntax
-      local args=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16 --heads "$heads")
+      local common=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16)
+      local args=("${common[@]}" --heads "$heads")
       "$prewarm" "${args[@]}" || return 1
       local schedule line
       for schedule in tiled stationary; do SPARK_OPROJ_SCHEDULE=$schedule "$prewarm" "${args[@]}" || return 1; done
       while IFS= read -r line; do
         [ "${line%%=*}" = default ] || SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
-      done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables"$'\n'"$fp8_decode_tables"$'\n'"$fp8_teams_tables"$'\n'"$narrow_decode_tables"$'\n'"$wide_decode_tables" ;;
+      done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables"$'\n'"$fp8_decode_tables"$'\n'"$fp8_teams_tables"$'\n'"$narrow_decode_tables"$'\n'"$wide_decode_tables"$'\n'"$decode_split_tables"
+      # fp8-teams-mid times heads of its own.
+      args=("${common[@]}" --heads "$mid_heads")
+      while IFS= read -r line; do
+        SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
+      done <<<"$fp8_teams_mid_tables" ;;
     grid-pdl)  # the op's grid on the default schedule, PDL on
       "$bench" --op oproj --pdl --heads $heads --m $grid_m --json "$out/grid-pdl.json" ;;
     m32)  # M = 32: auto against each schedule alone, PDL on
@@ -141,6 +159,14 @@ run_step() {
       mkdir -p "$out/wide-decode" &&
         SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$wide_decode_tables bench/sweep.sh "$bench" "$out/wide-decode" \
           --op oproj --pdl --heads 16 --v-head-dim 256 --m 1,4,16,32 --weights bf16 ;;
+    fp8-teams-mid)  # FP8 at M 129-256 around 20 blocks: the built-in choice against one team and two teams, PDL on
+      mkdir -p "$out/fp8-teams-mid" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$fp8_teams_mid_tables bench/sweep.sh "$bench" "$out/fp8-teams-mid" \
+          --op oproj --pdl --heads "$mid_heads" --m 150,200,256 --weights mxfp8,fp8-block ;;
+    decode-split)  # decode at 16-32 heads: 32- against 64-column CTAs by M, PDL on
+      mkdir -p "$out/decode-split" &&
+        SWEEP_VAR=SPARK_OPROJ_TILES SWEEP_TABLES=$decode_split_tables bench/sweep.sh "$bench" "$out/decode-split" \
+          --op oproj --pdl --heads 16,32 --m 4,6,8,9,12,16 ;;
     variants)  # each prepared variant against this build's tools, same rows, PDL on
       local vh=${VARIANT_HEADS:-8,16,32,128} vm=${VARIANT_M:-1,16,256,1024,4096} vw=${VARIANT_WEIGHTS:-bf16,mxfp8}
       local max_m entry name dir

@@ -191,9 +191,12 @@ class RunOproj(unittest.TestCase):
         self.assertIn("SCHEDULE=stationary", prewarm)
         self.assertIn("TILES=1-16:64x4x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
         # auto, tiled, stationary, the four M = 32 tables, the decode one, the two teams ones,
-        # the two FP8 decode ones, the two FP8 teams ones, the narrow decode one and the three
-        # wide decode ones
-        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2 + 1 + 3)
+        # the two FP8 decode ones, the two FP8 teams ones, the narrow decode one, the three
+        # wide decode ones and the two decode split ones; then the FP8 teams-mid heads on the
+        # default and its two tables
+        self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2 + 1 + 3 + 2 + 3)
+        self.assertIn("TILES=1-16:32x4x1,17-8192:wg:10", prewarm)
+        self.assertIn("--heads 10,12,14,20,24,28", prewarm)
         self.assertIn("TILES=1-16:ring:32x4x3,17-32:wg:10,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:128x4x1,17-8192:wg:10", prewarm)
@@ -233,6 +236,14 @@ class RunOproj(unittest.TestCase):
                          "--pdl --heads 8,16 --m 1,4,16,32 --weights bf16")
         self.check_sweep("wide-decode", 4, "t64x8 1-16:64x8x1,17-32:ring:32x4x2,33-8192:wg:10", "default",
                          "--pdl --heads 16 --v-head-dim 256 --m 1,4,16,32 --weights bf16")
+
+    def test_the_fp8_teams_mid_and_decode_split_sweeps(self):
+        done = self.run_steps("fp8-teams-mid", "decode-split")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.check_sweep("fp8-teams-mid", 3, "one 1-128:32x8x2,129-256:wg:10,257-8192:wg:5x2", "two",
+                         "--pdl --heads 10,12,14,20,24,28 --m 150,200,256 --weights mxfp8,fp8-block")
+        self.check_sweep("decode-split", 3, "t64 1-16:64x4x1,17-8192:wg:10", "t32",
+                         "--pdl --heads 16,32 --m 4,6,8,9,12,16")
 
     def test_an_unknown_step_is_refused_before_anything_runs(self):
         done = self.run_steps("prewarm", "grids")
