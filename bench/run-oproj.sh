@@ -62,7 +62,7 @@ ring3=1-16:ring:32x4x3,17-32:wg:10,33-8192:wg:10"
 fp8_teams_mid_tables="default=
 one=1-128:32x8x2,129-256:wg:10,257-8192:wg:5x2
 two=1-128:32x8x2,129-256:wg:5x2,257-8192:wg:5x2"
-mid_heads=10,12,14,20,24,28  # 10-28 blocks at V = 128, 20-56 at V = 256
+mid_heads=9,11,14,16,18,20,24,28  # 9-28 blocks at V = 128, 18-56 at V = 256 (11: GLM-5 at TP 6, 22 blocks)
 # Decode split at M = 8 (bench/NOTES.md v37): the built-in choice (32-column CTAs at M 9-16
 # for keys of 32 blocks) against 64-column CTAs at all of decode (those keys before v37) and
 # 32-column CTAs at all of decode.
@@ -116,8 +116,8 @@ run_step() {
       while IFS= read -r line; do
         [ "${line%%=*}" = default ] || SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
       done <<<"$m32_tables"$'\n'"$decode_tables"$'\n'"$teams_tables"$'\n'"$fp8_decode_tables"$'\n'"$fp8_teams_tables"$'\n'"$narrow_decode_tables"$'\n'"$wide_decode_tables"$'\n'"$decode_split_tables"
-      # fp8-teams-mid times heads of its own.
-      args=("${common[@]}" --heads "$mid_heads")
+      # fp8-teams-mid times heads of its own, FP8 weights only, M up to 256.
+      args=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights mxfp8,fp8-block --max-m 256 -j 16 --heads "$mid_heads")
       while IFS= read -r line; do
         SPARK_OPROJ_TILES=${line#*=} "$prewarm" "${args[@]}" || return 1
       done <<<"$fp8_teams_mid_tables" ;;

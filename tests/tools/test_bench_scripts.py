@@ -196,7 +196,10 @@ class RunOproj(unittest.TestCase):
         # default and its two tables
         self.assertEqual(prewarm.count("spark-prewarm"), 3 + 4 + 1 + 2 + 2 + 2 + 1 + 3 + 2 + 3)
         self.assertIn("TILES=1-16:32x4x1,17-8192:wg:10", prewarm)
-        self.assertIn("--heads 10,12,14,20,24,28", prewarm)
+        mid = "--weights mxfp8,fp8-block --max-m 256 -j 16 --heads 9,11,14,16,18,20,24,28 SCHEDULE= TILES="
+        self.assertEqual(prewarm.count(mid), 3)
+        self.assertIn(mid + "1-128:32x8x2,129-256:wg:10,257-8192:wg:5x2", prewarm)
+        self.assertIn(mid + "1-128:32x8x2,129-256:wg:5x2,257-8192:wg:5x2", prewarm)
         self.assertIn("TILES=1-16:ring:32x4x3,17-32:wg:10,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:32x8x1,17-32:ring:32x4x2,33-8192:wg:10", prewarm)
         self.assertIn("TILES=1-16:128x4x1,17-8192:wg:10", prewarm)
@@ -241,7 +244,7 @@ class RunOproj(unittest.TestCase):
         done = self.run_steps("fp8-teams-mid", "decode-split")
         self.assertEqual(done.returncode, 0, done.stderr)
         self.check_sweep("fp8-teams-mid", 3, "one 1-128:32x8x2,129-256:wg:10,257-8192:wg:5x2", "two",
-                         "--pdl --heads 10,12,14,20,24,28 --m 150,200,256 --weights mxfp8,fp8-block")
+                         "--pdl --heads 9,11,14,16,18,20,24,28 --m 150,200,256 --weights mxfp8,fp8-block")
         self.check_sweep("decode-split", 3, "t64 1-16:64x4x1,17-8192:wg:10", "t32",
                          "--pdl --heads 16,32 --m 4,6,8,9,12,16")
 
