@@ -108,8 +108,7 @@ run_step() {
       LOG_DIR="$out/gpu-check" BUILD_DIR="$build" scripts/gpu-check.sh oproj oproj-tiled bench-oproj ;;
     prewarm)  # every kernel the later steps use, compiled in parallel rather than at plan creation
       # shellcheck disable=SC2054 # the commas are the tools' list syntax
-      local common=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16)
-      local args=("${common[@]}" --heads "$heads")
+      local args=(--arch sm_90a --nope 128 --v-head-dim 128,256 --weights bf16,mxfp8,fp8-block -j 16 --heads "$heads")
       "$prewarm" "${args[@]}" || return 1
       local schedule line
       for schedule in tiled stationary; do SPARK_OPROJ_SCHEDULE=$schedule "$prewarm" "${args[@]}" || return 1; done
